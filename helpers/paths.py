@@ -1,0 +1,16 @@
+"""Where the course keeps what it produces: everything lands under runs/ (git-ignored)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def runs_dir(*parts: str) -> Path:
+    """A folder under runs/ (or under $COURSE_RUNS_DIR), created on first use."""
+    base = Path(os.environ.get("COURSE_RUNS_DIR") or PROJECT_ROOT / "runs")
+    path = base.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,38 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
+
+# Tests never reach the HF hub: GSM8K comes from GSM8K_DIR (CI points it at ../shared/data/gsm8k).
+if not os.environ.get("GSM8K_DIR") and SHARED_GSM8K.is_dir():
+    os.environ["GSM8K_DIR"] = str(SHARED_GSM8K)
+# Whatever the developer has exported, tests run the local default and never send keys anywhere.
+for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "WANDB_API_KEY"):
+    os.environ.pop(key, None)
+
+
+@pytest.fixture(scope="session")
+def gsm8k_dir() -> Path:
+    path = os.environ.get("GSM8K_DIR")
+    if not path:
+        pytest.fail("GSM8K_DIR is not set and ../shared/data/gsm8k does not exist")
+    return Path(path)
+
+
+@pytest.fixture(scope="session")
+def local_server():
+    """One real llama.cpp server (SmolLM2-135M) for the whole session, stopped at the end."""
+    from helpers.endpoint import LocalModelServer
+
+    with LocalModelServer(parallel=4) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def local_client(local_server):
+    import openai
+
+    return openai.OpenAI(base_url=local_server.base_url, api_key="local")

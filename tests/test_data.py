@@ -1,0 +1,77 @@
+import json
+import time
+
+import pytest
+from datasets import Dataset
+
+import verifiers as vf
+from helpers.data import GSM8KUnavailable, _raw_from_dir, load_gsm8k
+
+
+@pytest.mark.parametrize("n", [None, 5])
+def test_folder_matches_verifiers_loader(gsm8k_dir, monkeypatch, n):
+    """load_gsm8k gives what vf.load_example_dataset gives for the same raw GSM8K rows."""
+    raw = _raw_from_dir(gsm8k_dir, "test")
+    monkeypatch.setattr("verifiers.utils.data_utils.load_dataset",
+                        lambda *args, **kw: {"test": raw})
+    expected = vf.load_example_dataset("gsm8k", "test", n=n, seed=3)
+    ours = load_gsm8k("test", n=n, seed=3)
+    assert ours.column_names == expected.column_names == ["question", "answer"]
+    assert ours.to_list() == expected.to_list()
+
+
+def test_hub_source_uses_openai_gsm8k(gsm8k_dir, monkeypatch):
+    """The hub path asks datasets for openai/gsm8k 'main' and prepares it the same way."""
+    raw = _raw_from_dir(gsm8k_dir, "train")
+    asked = {}
+
+    def fake_load_dataset(name, config, split):
+        asked.update(name=name, config=config, split=split)
+        return raw.add_column("extra", [0] * len(raw))
+
+    monkeypatch.delenv("GSM8K_DIR")
+    monkeypatch.setattr("helpers.data._hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
+    hub = load_gsm8k("train", n=4)
+    monkeypatch.setenv("GSM8K_DIR", str(gsm8k_dir))
+    assert asked == {"name": "openai/gsm8k", "config": "main", "split": "train"}
+    assert hub.to_list() == load_gsm8k("train", n=4).to_list()
+
+
+def test_answers_are_numbers(gsm8k_dir):
+    rows = load_gsm8k("test", n=20)
+    assert all(r["answer"] and "####" not in r["answer"] for r in rows)
+
+
+def test_offline_without_dir_fails_fast(monkeypatch, tmp_path):
+    monkeypatch.delenv("GSM8K_DIR")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: as offline as it gets
+    monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(GSM8KUnavailable, match="Set GSM8K_DIR"):
+        load_gsm8k("test")
+    assert time.monotonic() - start < 5
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(GSM8KUnavailable, match="not a folder"):
+        load_gsm8k("test", data_dir=tmp_path / "absent")
+
+
+def test_missing_split(tmp_path):
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "q", "answer": "#### 1"}) + "\n")
+    with pytest.raises(GSM8KUnavailable, match=r"test\.jsonl is missing"):
+        load_gsm8k("test", data_dir=tmp_path)
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    good = json.dumps({"question": "q", "answer": "#### 1"})
+    (tmp_path / "test.jsonl").write_text(f"{good}\n{good}\n{{not json\n")
+    with pytest.raises(GSM8KUnavailable, match=r"test\.jsonl, line 3"):
+        load_gsm8k("test", data_dir=tmp_path)
+
+
+def test_bad_split():
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_gsm8k("validation")
+    assert isinstance(load_gsm8k("test", n=2), Dataset)
