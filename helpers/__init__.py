@@ -7,10 +7,12 @@ from helpers.endpoint import (
     get_client,
     start_local_server,
     stop_local_server,
+    timed_chat,
 )
 from helpers.env import build_gsm8k_env
 from helpers.modes import describe_modes
 from helpers.paths import runs_dir
+from helpers.system import hardware_summary, show_record, versions_table
 
 __all__ = [
     "EndpointError",
@@ -18,9 +20,13 @@ __all__ = [
     "LocalModelServer",
     "build_gsm8k_env",
     "describe_modes",
+    "hardware_summary",
     "get_client",
     "load_gsm8k",
     "runs_dir",
+    "show_record",
     "start_local_server",
     "stop_local_server",
+    "timed_chat",
+    "versions_table",
 ]

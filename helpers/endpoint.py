@@ -255,3 +255,21 @@ def _list_models(client: openai.OpenAI, base_url: str) -> list[str]:
     if not models:
         raise EndpointError(f"The endpoint at {base_url} lists no models; set OPENAI_MODEL.")
     return models
+
+
+def timed_chat(endpoint: Endpoint, prompt: str, max_tokens: int = 64, temperature: float = 0.0) -> dict:
+    """One chat completion, with its latency and generation speed."""
+    started = time.monotonic()
+    reply = endpoint.client.chat.completions.create(
+        model=endpoint.model, messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens, temperature=temperature,
+    )
+    latency = time.monotonic() - started
+    tokens = reply.usage.completion_tokens if reply.usage else None
+    return {
+        "prompt": prompt,
+        "reply": reply.choices[0].message.content,
+        "latency (s)": round(latency, 2),
+        "completion tokens": tokens,
+        "tokens/s": round(tokens / latency, 1) if tokens else None,
+    }

