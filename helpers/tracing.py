@@ -136,6 +136,19 @@ def _init_local(project: str, fallback_reason: str | None = None) -> TracingSess
                           fallback_reason=fallback_reason)
 
 
+def open_local_traces(project: str = DEFAULT_PROJECT, store_path: str | Path | None = None) -> TracingSession:
+    """Read a local trace store (e.g. one written by an earlier kernel) without tracing anything:
+    the returned session's client answers get_calls()/get_call() from the files on disk."""
+    from weave.trace.weave_client import WeaveClient
+
+    store = Path(store_path) if store_path else runs_dir("traces") / project
+    if not store.is_dir():
+        raise FileNotFoundError(f"no trace store at {store}")
+    server = LocalTraceServer(store)
+    client = WeaveClient(LOCAL_ENTITY, project, server, ensure_project_exists=False)
+    return TracingSession("local", project, client, store_path=store, server=server)
+
+
 def scrub_inputs(inputs: dict) -> dict:
     return scrub(_describe_clients(inputs))
 

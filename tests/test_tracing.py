@@ -1,0 +1,240 @@
+"""Local-first tracing, end to end: a real verifiers evaluation against the local llama.cpp server,
+traced by Weave's own client into the local store, read back, replayed, and shown.
+
+Tracing patches libraries process-wide, so everything that traces runs in a subprocess (stdin
+closed: nothing may prompt); this process only reads what they stored.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from helpers.trace_store import LocalTraceServer, read_records, replay, wal_files
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "tracing-test"
+SECRET = "sk-course-test-" + "7f3a9c" * 6  # looks like a key; must never reach the store
+
+# Writes a traced evaluation (plus a logprobs call, a secret-bearing op and an offline wandb run).
+WRITER = """
+import json, os, time
+import openai, weave
+from helpers.tracing import init_tracing
+from helpers.env import build_gsm8k_env
+
+session = init_tracing({project!r})
+client = openai.OpenAI(base_url={base_url!r}, api_key=os.environ["OPENAI_API_KEY"])
+env = build_gsm8k_env(variant="hash", num_eval_examples=2)
+# interleave_scoring=False: scoring goes through Rubric.score_rollouts, as in the notebooks
+env.evaluate(client, "SmolLM2-135M-Instruct", num_examples=2, rollouts_per_example=1,
+             sampling_args={{"max_tokens": 24, "temperature": 0, "seed": 0}}, interleave_scoring=False)
+client.chat.completions.create(model="SmolLM2-135M-Instruct", max_tokens=4, logprobs=True, top_logprobs=2,
+                               messages=[{{"role": "user", "content": "Say hi"}}])
+
+@weave.op
+def echo(text: str) -> str:
+    return text
+
+echo("my key is " + os.environ["OPENAI_API_KEY"])
+
+import wandb
+run = wandb.init(project={project!r})
+for step in range(3):
+    run.log({{"reward": step / 10}})
+run.finish()
+print("IDS=" + json.dumps(sorted(c.id for c in session.get_calls())))
+"""
+
+# A new process reading the same project back through init_tracing / client.get_calls().
+READER = """
+import json, time
+from helpers.tracing import init_tracing
+started = time.monotonic()
+session = init_tracing({project!r})
+took = time.monotonic() - started
+print("RESULT=" + json.dumps({{"mode": session.mode, "init_s": took, "describe": session.describe(),
+                              "ids": sorted(c.id for c in session.client.get_calls())}}))
+"""
+
+
+def run_python(code: str, env_extra: dict, timeout: float = 180) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "WEAVE_", "WF_"))}
+    env.update(env_extra, PYTHONPATH=str(ROOT))
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, text=True,
+                         capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout)
+    took = time.monotonic() - started
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return out, took
+
+
+def tagged(out: subprocess.CompletedProcess, tag: str):
+    line = next(line for line in out.stdout.splitlines() if line.startswith(tag + "="))
+    return json.loads(line[len(tag) + 1:])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def traced(runs, local_server):
+    """The store after one traced evaluation in another process, and the ids that process saw."""
+    out, _ = run_python(WRITER.format(project=PROJECT, base_url=local_server.base_url),
+                        {"COURSE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET})
+    return runs / "traces" / PROJECT, tagged(out, "IDS")
+
+
+@pytest.fixture(scope="module")
+def store_session(traced):
+    from helpers.tracing import open_local_traces
+
+    return open_local_traces(PROJECT, store_path=traced[0])
+
+
+def short(op_name: str) -> str:
+    return op_name.rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def test_evaluate_is_traced_as_a_tree(store_session):
+    calls = list(store_session.client.get_calls())
+    by_id = {c.id: c for c in calls}
+    paths = set()
+    for c in calls:  # each call's chain of op names up to the root
+        chain, node = [], c
+        while node is not None:
+            chain.insert(0, short(node.op_name))
+            node = by_id.get(node.parent_id)
+        paths.add(tuple(chain))
+    model_path = ("verifiers.Environment.evaluate", "verifiers.Environment.generate",
+                  "verifiers.Environment.a_generate", "verifiers.envs.multiturn_env.MultiTurnEnv.rollout",
+                  "verifiers.Environment.get_model_response", "openai.chat.completions.create")
+    score_path = model_path[:3] + ("verifiers.Rubric.score_rollouts", "verifiers.Rubric.score_rollout",
+                                   "verifiers.Parser.parse")
+    assert model_path in paths
+    assert score_path in paths
+    for c in calls:
+        assert c.started_at and c.ended_at and c.ended_at >= c.started_at, c.op_name
+        assert c.inputs is not None and c.exception is None, c.op_name
+        assert c.output is not None or short(c.op_name) == "verifiers.Parser.parse", c.op_name
+    model_calls = [c for c in calls if short(c.op_name) == "openai.chat.completions.create"]
+    assert len(model_calls) == 3  # two rollouts, one direct call
+    for c in model_calls:
+        usage = next(iter(c.summary["usage"].values()))
+        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+
+
+def test_a_new_process_reads_the_same_calls(traced, runs):
+    store, writer_ids = traced
+    out, _ = run_python(READER.format(project=PROJECT), {"COURSE_RUNS_DIR": str(runs)})
+    result = tagged(out, "RESULT")
+    assert result["mode"] == "local"
+    assert result["ids"] == writer_ids and len(writer_ids) > 20
+
+
+def test_replay_into_an_empty_store_loses_nothing(traced, tmp_path):
+    store, writer_ids = traced
+    target = LocalTraceServer(tmp_path / "copy")
+    sent = replay(store, target)
+    target.close()
+    assert sent == len(list(read_records(store)))
+    reread = LocalTraceServer(tmp_path / "copy")  # from disk, as after a restart
+    query = {"project_id": f"local/{PROJECT}"}
+    assert sorted(c.id for c in reread.calls_query_stream(query)) == writer_ids
+    original = LocalTraceServer(store)
+    assert reread._objs.keys() == original._objs.keys() and reread._tables.keys() == original._tables.keys()
+    # moved to another project (what the upload does), refs follow
+    moved = LocalTraceServer(tmp_path / "moved")
+    replay(store, moved, project_id="someone/elsewhere")
+    calls = list(moved.calls_query_stream({"project_id": "someone/elsewhere"}))
+    assert len(calls) == len(writer_ids)
+    assert all(c.op_name.startswith("weave:///someone/elsewhere/op/") for c in calls)
+
+
+def test_torn_last_line_loses_only_that_record(traced, tmp_path):
+    copy = tmp_path / "store"
+    shutil.copytree(traced[0], copy)
+    total = len(list(read_records(copy)))
+    last = wal_files(copy)[-1]
+    data = last.read_bytes()
+    last.write_bytes(data[: len(data) - 40])  # a kernel killed mid-write
+    with pytest.warns(UserWarning, match="damaged record"):
+        server = LocalTraceServer(copy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(list(read_records(copy))) == total - 1
+    assert server._calls  # the rest is still there
+
+
+def test_secrets_and_logprobs_never_reach_the_store(traced):
+    store = traced[0]
+    text = "".join(p.read_text() for p in wal_files(store))
+    assert SECRET not in text
+    assert "***REDACTED***" in text  # the echo op's input, scrubbed
+
+    def no_logprobs(value):
+        if isinstance(value, dict):
+            assert not value.get("logprobs") and not value.get("top_logprobs")
+            for v in value.values():
+                no_logprobs(v)
+        elif isinstance(value, list):
+            for v in value:
+                no_logprobs(v)
+
+    asked = [r for r in read_records(store) if r["type"] == "call_start" and r["req"]["start"]["inputs"].get("messages")
+             == [{"role": "user", "content": "Say hi"}]]
+    assert asked  # the direct call that asked for logprobs was traced
+    for record in read_records(store):
+        no_logprobs(record)
+
+
+def test_viewers(store_session, tmp_path):
+    from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget
+
+    table = calls_table(session=store_session)
+    assert {"op", "parent", "start", "latency_s", "total_tokens", "reward"} <= set(table.columns)
+    root = table[table.op == "verifiers.Environment.evaluate"].iloc[0]
+    assert root.total_tokens > 0 and root.reward is not None and root.latency_s > 0
+    scores = calls_table(session=store_session, op="score_rollout")
+    assert scores["reward"].notna().any()
+    tree = trace_tree_widget(root.trace_id, session=store_session)
+    assert tree.get_title(0).startswith("verifiers.Environment.evaluate")
+    page = export_trace_html(root.call_id, tmp_path / "trace.html", session=store_session)
+    html = page.read_text()
+    assert "openai.chat.completions.create" in html and "<details" in html and SECRET not in html
+
+
+def test_wandb_offline_history(runs):
+    from helpers.trace_views import wandb_history
+
+    history = wandb_history(runs / "wandb")
+    assert list(history["reward"]) == [0.0, 0.1, 0.2]
+
+
+def test_no_key_picks_local_quickly(tmp_path):
+    out, _ = run_python(READER.format(project="nokey"), {"COURSE_RUNS_DIR": str(tmp_path)})
+    result = tagged(out, "RESULT")
+    assert result["mode"] == "local" and result["init_s"] < 5
+    assert "local store at" in result["describe"] and "WANDB_API_KEY" in result["describe"]
+
+
+def test_unreachable_wandb_falls_back_to_local(tmp_path):
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    out, _ = run_python(READER.format(project="fakekey"), {
+        "COURSE_RUNS_DIR": str(tmp_path), "WANDB_API_KEY": "f" * 40,
+        "WANDB_BASE_URL": f"http://127.0.0.1:{closed_port}"})
+    result = tagged(out, "RESULT")
+    assert result["mode"] == "local" and result["init_s"] < 20
+    assert "not reachable" in result["describe"]
