@@ -1,0 +1,122 @@
+"""What local tracing costs: the same verifiers evaluation untraced and traced into the local store.
+
+    .venv/bin/python scripts/bench_tracing.py [--rollouts 32] [--max-tokens 64] [--repeats 2]
+
+One llama.cpp server (SmolLM2-135M, temperature 0, fixed seed) serves every run. Each run is a
+fresh Python process (untraced runs never import weave), and untraced/traced runs alternate so that
+a busy machine slows both alike. Prints a table: wall time per run, the traced/untraced ratio, and
+how many calls the store recorded per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
+    """One evaluation in this process; with mode "traced", traced into the local store."""
+    import openai
+
+    from helpers.env import build_gsm8k_env
+
+    session = None
+    if mode == "traced":
+        from helpers.tracing import init_tracing
+
+        session = init_tracing("bench", quiet=True)
+    client = openai.OpenAI(base_url=base_url, api_key="local")
+    env = build_gsm8k_env(variant="hash", num_examples=1, num_eval_examples=rollouts)
+    started = time.perf_counter()
+    out = env.evaluate(client, "SmolLM2-135M-Instruct", num_examples=rollouts, rollouts_per_example=1,
+                       sampling_args={"max_tokens": max_tokens, "temperature": 0, "seed": 0})
+    result = {"eval_s": time.perf_counter() - started, "mean_reward": statistics.mean(out.reward)}
+    if session is not None:
+        session.flush()  # the cost of tracing includes writing every record
+        result["eval_s"] = time.perf_counter() - started
+        result["calls"] = len(session.client.get_calls())
+        result["records"] = session.server.records_written
+        # the store's own throughput: a trivial op, nothing else
+        import weave
+
+        @weave.op
+        def noop(x: int) -> int:
+            return x
+
+        started = time.perf_counter()
+        for i in range(1000):
+            noop(i)
+        session.flush()
+        result["noop_calls_per_s"] = 1000 / (time.perf_counter() - started)
+    return result
+
+
+def run_child(mode: str, base_url: str, args, runs_dir: str) -> dict:
+    env = {**os.environ, "COURSE_RUNS_DIR": runs_dir, "PYTHONPATH": str(ROOT)}
+    shared_gsm8k = ROOT.parent / "shared" / "data" / "gsm8k"  # offline copy, as the tests use
+    if not env.get("GSM8K_DIR") and shared_gsm8k.is_dir():
+        env["GSM8K_DIR"] = str(shared_gsm8k)
+    env.pop("WANDB_API_KEY", None)  # the benchmark measures the local store
+    cmd = [sys.executable, __file__, "--child", mode, "--base-url", base_url,
+           "--rollouts", str(args.rollouts), "--max-tokens", str(args.max_tokens)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rollouts", type=int, default=32)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--child", choices=["untraced", "traced"], help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.base_url, args.rollouts, args.max_tokens)))
+        return
+
+    from helpers.endpoint import LocalModelServer
+
+    results: dict[str, list[dict]] = {"untraced": [], "traced": []}
+    with tempfile.TemporaryDirectory() as runs_dir, LocalModelServer(parallel=4) as server:
+        run_child("untraced", server.base_url, argparse.Namespace(rollouts=2, max_tokens=8), runs_dir)  # warm-up
+        for _ in range(args.repeats):
+            for mode in ("untraced", "traced"):
+                results[mode].append(run_child(mode, server.base_url, args, runs_dir))
+                print(f"  {mode:9s} {results[mode][-1]['eval_s']:6.1f} s", file=sys.stderr, flush=True)
+
+    untraced = statistics.median(r["eval_s"] for r in results["untraced"])
+    traced = statistics.median(r["eval_s"] for r in results["traced"])
+    calls = results["traced"][-1]["calls"]
+    rows = [
+        ("rollouts per run (temperature 0, seed 0)", f"{args.rollouts} x max {args.max_tokens} tokens"),
+        ("runs (alternating, each a fresh process)", f"{args.repeats} untraced + {args.repeats} traced"),
+        ("untraced wall time, median", f"{untraced:.2f} s"),
+        ("traced wall time (incl. flush), median", f"{traced:.2f} s"),
+        ("traced / untraced", f"{traced / untraced:.3f}  ({(traced / untraced - 1) * 100:+.1f}%)"),
+        ("calls recorded per run", f"{calls} ({results['traced'][-1]['records']} records)"),
+        ("calls recorded per second of evaluation", f"{calls / traced:.1f}"),
+        ("store throughput, trivial op (calls/s)", f"{statistics.median(r['noop_calls_per_s'] for r in results['traced']):.0f}"),
+        ("all runs untraced (s)", ", ".join(f"{r['eval_s']:.2f}" for r in results["untraced"])),
+        ("all runs traced (s)", ", ".join(f"{r['eval_s']:.2f}" for r in results["traced"])),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print(f"| {'measure':{width}s} | value |\n|{'-' * (width + 2)}|-------|")
+    for name, value in rows:
+        print(f"| {name:{width}s} | {value} |")
+
+
+if __name__ == "__main__":
+    main()
