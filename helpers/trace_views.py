@@ -224,7 +224,7 @@ summary{{cursor:pointer;padding:2px 0}} pre{{background:#f6f6f6;padding:.5em;ove
 def export_trace_html(call_or_trace_id: Any, path: str | Path | None = None, *,
                       session: TracingSession | None = None) -> Path:
     """Write one trace as a self-contained HTML page (no scripts: <details> elements) and return its path.
-    The default path is runs/traces/html/trace-<id>.html."""
+    The default path is runs/exports/trace-<trace id>.html."""
     root = trace_tree(call_or_trace_id, session=session)
 
     def render(node: TraceNode, open_: bool = False) -> str:
@@ -232,7 +232,7 @@ def export_trace_html(call_or_trace_id: Any, path: str | Path | None = None, *,
         return (f"<details{' open' if open_ else ''}><summary>{html.escape(node.title)}</summary>"
                 f"{_details_html(node)}{kids}</details>")
 
-    path = Path(path) if path else runs_dir("traces", "html") / f"trace-{root.call['trace_id']}.html"
+    path = Path(path) if path else runs_dir("exports") / f"trace-{root.call['trace_id']}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(_PAGE.format(title=html.escape(root.title), count=root.count(), tree=render(root, True)),
                     encoding="utf-8")

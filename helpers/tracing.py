@@ -52,7 +52,7 @@ class TracingSession:
         text = (f"traces: local store at {where}; metrics: wandb offline under {_shown_path(runs_dir('wandb'))}; "
                 "to send them to W&B set WANDB_API_KEY (then helpers.upload_local_traces())")
         if self.fallback_reason:
-            text = f"W&B is not reachable ({self.fallback_reason}), so tracing stays local.\n" + text
+            text = f"WANDB_API_KEY is set, but W&B could not be used ({self.fallback_reason}), so tracing stays local.\n" + text
         return text
 
     def flush(self) -> None:
@@ -60,6 +60,12 @@ class TracingSession:
         self.client.flush()
         if self.server is not None:
             self.server.flush()
+
+    def close(self) -> None:
+        """Flush, and close the store's log file (at exit; a later write would open a new one)."""
+        self.flush()
+        if self.server is not None:
+            self.server.close()
 
     def get_calls(self, **kwargs) -> list:
         self.flush()
@@ -86,7 +92,7 @@ def init_tracing(project: str = DEFAULT_PROJECT, *, quiet: bool = False) -> Trac
     with _session_lock:
         if _session is None:
             _session = _start(project)
-            atexit.register(_session.flush)
+            atexit.register(_session.close)
         elif _session.project != project and not quiet:
             print(f"(tracing was already started for project {_session.project!r}; keeping it)")
     if not quiet:
@@ -189,23 +195,36 @@ def _init_cloud(project: str) -> tuple[Any, str | None]:
         if reason:
             return None, reason
     result: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def init() -> None:
         import weave
 
         try:
-            result["client"] = weave.init(
+            client = weave.init(
                 project, postprocess_inputs=scrub_inputs, postprocess_output=scrub_output,
                 settings={"http_timeout": 10.0, "retry_max_attempts": 1, "retry_max_interval": 2.0},
             )
         except BaseException as e:  # noqa: BLE001 - any failure means: stay local
             result["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+            return
+        with lock:
+            if not result.get("abandoned"):
+                result["client"] = client
+                return
+        # Too late: we already fell back to local. Keep the local client the global one.
+        from weave.trace.context import weave_client_context
+
+        if _session is not None:
+            weave_client_context.set_weave_client_global(_session.client)
 
     worker = threading.Thread(target=init, daemon=True, name="weave-init")
     worker.start()
     worker.join(max(1.0, CLOUD_DEADLINE_S - (time.monotonic() - started)))
-    if "client" in result:
-        return result["client"], None
+    with lock:
+        if "client" in result:
+            return result["client"], None
+        result["abandoned"] = True
     if worker.is_alive():
         return None, f"weave.init did not finish within {CLOUD_DEADLINE_S:.0f} s"
     return None, result.get("error", "weave.init failed")
