@@ -1,0 +1,227 @@
+"""The `verifiers` backend of notebook 02 (>= 2 CUDA GPUs): the launch plan, its checks, and a runner.
+
+verifiers' GRPOTrainer cannot run on a CPU: it generates with a vLLM server and pushes new weights
+to it over NCCL after every step. Its recipe (verifiers v0.1.5.post0) needs two processes:
+
+1. `vf-vllm --model willcb/Qwen3-0.6B --enforce-eager` on GPU 0 (the inference server);
+2. `accelerate launch --num-processes 1 --config-file training/zero3.yaml training/train_gsm8k_verifiers.py`
+   on GPU 1, with `NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0` (NCCL's cuMem allocator breaks the
+   weight-sync communicator between the two processes).
+
+`build_plan()` writes both commands and their environments down; `plan.checks()` says what is
+missing on this machine; `run_plan(plan)` starts the server with subprocess.Popen, waits until it
+answers, streams the trainer's log, and stops both, also on error or interrupt. On a CPU machine
+the tests check the plan without running it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.paths import PROJECT_ROOT, runs_dir
+
+DEFAULT_MODEL = "willcb/Qwen3-0.6B"
+ZERO3_CONFIG = PROJECT_ROOT / "training" / "zero3.yaml"
+TRAIN_SCRIPT = PROJECT_ROOT / "training" / "train_gsm8k_verifiers.py"
+GPU_REQUIREMENTS = PROJECT_ROOT / "requirements-gpu.txt"
+NCCL_ENV = {"NCCL_CUMEM_ENABLE": "0", "NCCL_CUMEM_HOST_ENABLE": "0"}
+GPU_PACKAGES = ("vllm", "deepspeed", "flash_attn", "accelerate", "peft", "trl")
+
+
+@dataclass
+class LaunchPlan:
+    server_cmd: list[str]
+    server_env: dict[str, str]
+    train_cmd: list[str]
+    train_env: dict[str, str]
+    host: str
+    port: int
+    output_dir: Path
+    model: str
+    log_dir: Path = field(default_factory=lambda: runs_dir("logs"))
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{self.host}:{self.port}/health"
+
+    def shell(self) -> str:
+        """Both commands as you would type them in two terminals."""
+        def line(env, cmd):
+            return " ".join([*(f"{k}={v}" for k, v in env.items()), *cmd])
+        return (f"# terminal 1: the vLLM server (GPU 0)\n{line(self.server_env, self.server_cmd)}\n"
+                f"# terminal 2: training (GPU 1), once the server answers {self.health_url}\n"
+                f"{line(self.train_env, self.train_cmd)}")
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([
+            {"process": "vLLM server", "command": " ".join(self.server_cmd),
+             "environment": " ".join(f"{k}={v}" for k, v in self.server_env.items())},
+            {"process": "trainer", "command": " ".join(self.train_cmd),
+             "environment": " ".join(f"{k}={v}" for k, v in self.train_env.items())},
+        ]).set_index("process")
+
+    def checks(self, gpus: int | None = None) -> pd.DataFrame:
+        """One row per requirement: ok or not, and what to do. Nothing is started."""
+        from helpers.grpo import cuda_gpu_count
+
+        gpus = cuda_gpu_count() if gpus is None else gpus
+        rows = [("2+ CUDA GPUs", gpus >= 2, f"{gpus} found",
+                 "use backend='cpu' (TRL on the CPU) on this machine")]
+        for module in GPU_PACKAGES:
+            found = importlib.util.find_spec(module) is not None
+            rows.append((f"python package {module}", found, "installed" if found else "missing",
+                         "pip install -r requirements-gpu.txt (flash-attn: --no-build-isolation)"))
+        for tool in ("vf-vllm", "accelerate"):
+            found = shutil.which(tool) or (Path(sys.executable).parent / tool).exists()
+            rows.append((f"command {tool}", bool(found), "on PATH" if found else "missing",
+                         "pip install -r requirements-gpu.txt"))
+        for path in (ZERO3_CONFIG, TRAIN_SCRIPT, GPU_REQUIREMENTS):
+            rows.append((f"file {path.relative_to(PROJECT_ROOT)}", path.is_file(), "present" if path.is_file()
+                         else "missing", "restore it from the repository"))
+        free = _port_free(self.host, self.port)
+        rows.append((f"port {self.port} on {self.host}", free, "free" if free else "in use",
+                     "stop what listens there, or pass port= to build_plan"))
+        return pd.DataFrame(rows, columns=["check", "ok", "found", "if not ok"]).set_index("check")
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _bin(name: str) -> str:
+    """The venv's console script when it exists (a notebook kernel may not have the venv on PATH)."""
+    local = Path(sys.executable).parent / name
+    return str(local) if local.exists() else name
+
+
+def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-0.6b", max_steps: int = 200,
+               variant: str = "think", num_eval_examples: int = 100, host: str = "127.0.0.1",
+               port: int = 8000, inference_gpu: int = 0, train_gpu: int = 1, extra_args: list[str] | None = None,
+               project: str = "verifiers-course") -> LaunchPlan:
+    """The two commands of the verifiers recipe, with their environments (nothing is started)."""
+    output_dir = runs_dir("grpo", run_name)
+    server_env = {"CUDA_VISIBLE_DEVICES": str(inference_gpu)}
+    server_cmd = [_bin("vf-vllm"), "--model", model, "--enforce-eager", "--disable-log-requests",
+                  "--host", host, "--port", str(port)]
+    train_env = {"CUDA_VISIBLE_DEVICES": str(train_gpu), **NCCL_ENV, "WANDB_PROJECT": project}
+    if not os.environ.get("WANDB_API_KEY"):
+        train_env["WANDB_MODE"] = "offline"
+        train_env["WANDB_DIR"] = str(runs_dir("wandb"))
+    train_cmd = [_bin("accelerate"), "launch", "--num-processes", "1", "--config-file", str(ZERO3_CONFIG),
+                 str(TRAIN_SCRIPT), "--model", model, "--variant", variant, "--run-name", run_name,
+                 "--output-dir", str(output_dir), "--max-steps", str(max_steps),
+                 "--num-eval-examples", str(num_eval_examples), "--vllm-host", host, "--vllm-port", str(port),
+                 "--project", project, *(extra_args or [])]
+    return LaunchPlan(server_cmd, server_env, train_cmd, train_env, host, port, output_dir, model)
+
+
+def run_plan(plan: LaunchPlan, server_timeout_s: float = 900.0, echo=print) -> int:
+    """Start the vLLM server, wait for it, run training with its log streamed, stop both. Returns
+    the trainer's exit code (0 = done). Ctrl-C / kernel interrupt stops both processes cleanly."""
+    failed = plan.checks()
+    failed = failed[~failed["ok"]]
+    if len(failed):
+        raise RuntimeError("The verifiers backend cannot start here:\n" + "\n".join(
+            f"- {check}: {row.found} -> {row['if not ok']}" for check, row in failed.iterrows()))
+    server_log = plan.log_dir / "vf-vllm.log"
+    server = trainer = None
+    try:
+        with open(server_log, "wb") as log:
+            server = subprocess.Popen(plan.server_cmd, env={**os.environ, **plan.server_env}, stdout=log,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=PROJECT_ROOT,
+                                      start_new_session=True)
+        echo(f"vLLM server starting (log: {server_log}) ...")
+        _wait_for_server(plan, server, server_log, server_timeout_s)
+        echo("vLLM server is up; starting training")
+        trainer = subprocess.Popen(plan.train_cmd, env={**os.environ, **plan.train_env}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=PROJECT_ROOT,
+                                   text=True, bufsize=1, start_new_session=True)
+        with open(plan.log_dir / "vf-train.log", "w") as train_log:
+            for line in trainer.stdout:
+                train_log.write(line)
+                if "out of memory" in line.lower():
+                    echo("CUDA ran out of memory: lower --per-device-batch-size / --num-generations / "
+                         "--max-tokens in the plan's extra_args, then run again (it resumes).")
+                echo(line.rstrip())
+        return trainer.wait()
+    finally:
+        for process in (trainer, server):
+            _stop(process)
+
+
+def _wait_for_server(plan: LaunchPlan, server: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if server.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            raise RuntimeError(f"vf-vllm exited during start-up (code {server.returncode}):\n{tail}")
+        try:
+            with urllib.request.urlopen(plan.health_url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(2)
+    raise RuntimeError(f"vf-vllm did not answer {plan.health_url} within {timeout_s:.0f} s; see {log}")
+
+
+def _stop(process: subprocess.Popen | None) -> None:
+    """SIGTERM the process group (accelerate and vLLM start children), then SIGKILL after 30 s."""
+    if process is None or process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
+
+
+def merge_lora(final_dir: str | Path, base_model: str = DEFAULT_MODEL) -> Path:
+    """A LoRA run saves an adapter; merge it into the base weights so any server can load it."""
+    final_dir = Path(final_dir)
+    if not (final_dir / "adapter_config.json").is_file():
+        return final_dir
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    merged_dir = final_dir.with_name(final_dir.name + "-merged")
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_model), str(final_dir))
+    model.merge_and_unload().save_pretrained(merged_dir)
+    AutoTokenizer.from_pretrained(base_model).save_pretrained(merged_dir)
+    return merged_dir
+
+
+def gpu_train_result(plan: LaunchPlan, wall_s: float):
+    """A helpers.grpo.TrainResult for a finished verifiers run, read from its trainer_state.json."""
+    import json
+
+    from helpers.grpo import TrainResult, last_checkpoint, metrics_table, peak_rss_gb
+
+    checkpoint = last_checkpoint(plan.output_dir)
+    state_file = (checkpoint or plan.output_dir) / "trainer_state.json"
+    history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
+    return TrainResult(model_dir=merge_lora(plan.output_dir / "final", plan.model),
+                       metrics=metrics_table(history), wall_s=wall_s, resumed_from=None,
+                       wandb_dir=None, peak_rss_gb=peak_rss_gb())

@@ -1,0 +1,291 @@
+"""An OpenAI-compatible server for a transformers checkpoint, in a child process on 127.0.0.1.
+
+The trained model is a transformers folder, not a GGUF, so llama.cpp cannot serve it. This server
+answers the two calls the course needs, `GET /v1/models` and `POST /v1/chat/completions`, so the
+trained checkpoint is evaluated with helpers.evaluation exactly like any other endpoint.
+
+Requests that arrive together are generated as one batch (left-padded), which is what makes an
+evaluation with `max_concurrent > 1` faster on a CPU. Usage:
+
+    with HFModelServer("runs/grpo/02_grpo_cpu/final") as server:
+        endpoint = server.endpoint()
+        run = run_evaluation(env, endpoint, name=..., num_examples=...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Self
+
+from helpers.endpoint import HOST, Endpoint, EndpointError, free_port
+from helpers.paths import runs_dir
+
+
+@dataclass
+class HFModelServer:
+    """Handle on the child process: start()/stop(), or use it as a context manager."""
+
+    model_dir: Path
+    model_name: str | None = None  # what /v1/models lists; default: the folder name
+    port: int | None = None
+    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    max_batch: int = 8
+    startup_timeout_s: float = 180.0
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.model_dir = Path(self.model_dir)
+        self.model_name = self.model_name or self.model_dir.name
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return runs_dir("logs") / f"hf-server-{self.port}.log"
+
+    def start(self) -> Self:
+        if self.process is not None and self.process.poll() is None:
+            return self
+        if not (self.model_dir / "config.json").is_file():
+            raise EndpointError(f"No transformers model in {self.model_dir} (config.json is missing).")
+        self.port = self.port or free_port()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "helpers.hf_server", "--model", str(self.model_dir),
+                 "--name", self.model_name, "--port", str(self.port), "--threads", str(self.threads),
+                 "--max-batch", str(self.max_batch)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=str(Path(__file__).resolve().parent.parent),
+            )
+        atexit.register(self.stop)
+        started = time.monotonic()
+        while time.monotonic() - started < self.startup_timeout_s:
+            if self.process.poll() is not None:
+                raise EndpointError(f"The model server exited during start-up (code {self.process.returncode}). "
+                                    f"Last lines of {self.log_path}:\n{self._log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://{HOST}:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise EndpointError(f"The model server did not answer within {self.startup_timeout_s:.0f} s. "
+                            f"Last lines of {self.log_path}:\n{self._log_tail()}")
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        atexit.unregister(self.stop)
+
+    def endpoint(self) -> Endpoint:
+        import openai
+
+        client = openai.OpenAI(base_url=self.base_url, api_key="local", timeout=1800, max_retries=0)
+        return Endpoint(client=client, model=self.model_name, kind="local-transformers", base_url=self.base_url)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# ----------------------------------------------------------------------------- the child process
+
+
+class _Generator:
+    """Loads the model once; a worker thread answers queued requests in batches."""
+
+    def __init__(self, model_dir: str, max_batch: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer.padding_side = "left"  # generation continues from the right end
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.max_batch = max_batch
+        self.requests: queue.Queue = queue.Queue()
+        threading.Thread(target=self._worker, daemon=True).start()
+
+    def submit(self, body: dict) -> dict:
+        done = threading.Event()
+        job = {"body": body, "done": done}
+        self.requests.put(job)
+        done.wait()
+        if "error" in job:
+            raise job["error"]
+        return job["result"]
+
+    def _worker(self) -> None:
+        while True:
+            jobs = [self.requests.get()]
+            time.sleep(0.05)  # let requests sent together arrive together
+            key = _sampling_key(jobs[0]["body"])
+            waiting = []
+            while True:
+                try:
+                    job = self.requests.get_nowait()
+                except queue.Empty:
+                    break
+                (jobs if len(jobs) < self.max_batch and _sampling_key(job["body"]) == key else waiting).append(job)
+            for job in waiting:
+                self.requests.put(job)
+            try:
+                for job, result in zip(jobs, self._generate([j["body"] for j in jobs], key)):
+                    job["result"] = result
+            except Exception as e:  # noqa: BLE001 - answer every caller, then keep serving
+                for job in jobs:
+                    job["error"] = e
+            for job in jobs:
+                job["done"].set()
+
+    def _generate(self, bodies: list[dict], key: tuple) -> list[dict]:
+        torch = self.torch
+        max_tokens, temperature, top_p, n, seed = key
+        prompts = [self.tokenizer.apply_chat_template(b["messages"], tokenize=False, add_generation_prompt=True)
+                   for b in bodies for _ in range(n)]
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        if seed is not None:
+            torch.manual_seed(seed)
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {
+            "do_sample": False}
+        with torch.no_grad():
+            out = self.model.generate(**enc, max_new_tokens=max_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                      eos_token_id=self.tokenizer.eos_token_id, **sampling)
+        new = out[:, enc["input_ids"].shape[1]:]
+        results = []
+        for b_index, body in enumerate(bodies):
+            choices, completion_tokens = [], 0
+            for c_index in range(n):
+                row = new[b_index * n + c_index].tolist()
+                ended = self.tokenizer.eos_token_id in row
+                row = row[:row.index(self.tokenizer.eos_token_id)] if ended else row
+                completion_tokens += len(row)
+                choices.append({"index": c_index, "finish_reason": "stop" if ended else "length",
+                                "message": {"role": "assistant",
+                                            "content": self.tokenizer.decode(row, skip_special_tokens=True)},
+                                "logprobs": None})
+            prompt_tokens = int(enc["attention_mask"][b_index * n].sum())
+            results.append({"choices": choices, "usage": {
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens}})
+        return results
+
+
+def _sampling_key(body: dict) -> tuple:
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 256
+    temperature = body.get("temperature")
+    return (int(max_tokens), 1.0 if temperature is None else float(temperature),
+            float(body.get("top_p") or 1.0), int(body.get("n") or 1), body.get("seed"))
+
+
+def _handler(generator: _Generator, model_name: str):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *args):  # one line per request in the log file
+            sys.stdout.write(f"{self.address_string()} {fmt % args}\n")
+            sys.stdout.flush()
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str) -> None:
+            self._send(status, {"error": {"message": message, "type": "invalid_request_error"}})
+
+        def do_GET(self):
+            if self.path.rstrip("/") == "/health":
+                self._send(200, {"status": "ok"})
+            elif self.path.rstrip("/") == "/v1/models":
+                self._send(200, {"object": "list", "data": [
+                    {"id": model_name, "object": "model", "created": 0, "owned_by": "local"}]})
+            else:
+                self._error(404, f"unknown path {self.path}")
+
+        def do_POST(self):
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                return self._error(404, f"unknown path {self.path}; this server only does chat completions")
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            except json.JSONDecodeError as e:
+                return self._error(400, f"body is not JSON: {e}")
+            if not isinstance(body.get("messages"), list) or not body["messages"]:
+                return self._error(400, "'messages' must be a non-empty list")
+            if body.get("stream"):
+                return self._error(400, "streaming is not supported by this server")
+            try:
+                result = generator.submit(body)
+            except Exception as e:  # noqa: BLE001 - the client gets the error as JSON
+                return self._error(500, f"generation failed: {type(e).__name__}: {e}")
+            self._send(200, {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                             "created": int(time.time()), "model": model_name, **result})
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-batch", type=int, default=8)
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    generator = _Generator(args.model, args.max_batch)
+    server = ThreadingHTTPServer((HOST, args.port), _handler(generator, args.name))  # loopback only
+    parent = os.getppid()
+
+    def exit_with_parent():  # a killed kernel must not leave a server behind
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True).start()
+    print(f"listening on http://{HOST}:{args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""GRPO on GSM8K with verifiers' own trainer (verifiers 0.1.5.post0 recipe), for >= 2 CUDA GPUs.
+
+GPU 0 serves the policy with vLLM; GPU 1 trains and pushes new weights to vLLM over NCCL after
+each step. Start both from the repository root (notebook 02 does this for you, see helpers.gpu_plan):
+
+    CUDA_VISIBLE_DEVICES=0 vf-vllm --model willcb/Qwen3-0.6B --enforce-eager --host 127.0.0.1 --port 8000
+    CUDA_VISIBLE_DEVICES=1 NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 \
+        accelerate launch --num-processes 1 --config-file training/zero3.yaml \
+        training/train_gsm8k_verifiers.py --model willcb/Qwen3-0.6B
+
+Rewards come from the same `gsm8k-course` environment (and rubric) as the CPU path; Weave traces
+the rubric's scoring calls, and metrics go to wandb (`report_to="wandb"`). A rerun with the same
+--output-dir resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for helpers.* when started by accelerate from anywhere
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="verifiers GRPO on GSM8K (vLLM on GPU 0, training on GPU 1)")
+    p.add_argument("--model", default="willcb/Qwen3-0.6B")
+    p.add_argument("--variant", default="think", choices=["think", "hash"],
+                   help="gsm8k-course variant; Qwen3 writes <think> tags, so 'think' has signal")
+    p.add_argument("--num-train-examples", type=int, default=-1)
+    p.add_argument("--num-eval-examples", type=int, default=100)
+    p.add_argument("--run-name", default="gsm8k-grpo-qwen3-0.6b")
+    p.add_argument("--output-dir", default=str(ROOT / "runs" / "grpo" / "gsm8k-grpo-qwen3-0.6b"))
+    p.add_argument("--max-steps", type=int, default=200)
+    p.add_argument("--per-device-batch-size", type=int, default=12)
+    p.add_argument("--num-generations", type=int, default=12)
+    p.add_argument("--gradient-accumulation-steps", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=2048)
+    p.add_argument("--learning-rate", type=float, default=None, help="default: vf.grpo_defaults")
+    p.add_argument("--save-steps", type=int, default=50)
+    p.add_argument("--eval-steps", type=int, default=10)
+    p.add_argument("--vllm-host", default="127.0.0.1")
+    p.add_argument("--vllm-port", type=int, default=8000)
+    p.add_argument("--no-lora", action="store_true", help="full fine-tuning instead of vf.lora_defaults()")
+    p.add_argument("--project", default="verifiers-course", help="Weave / wandb project")
+    return p.parse_args(argv)
+
+
+def training_overrides(args: argparse.Namespace) -> dict:
+    """What this recipe changes on top of vf.grpo_defaults(run_name) (kept as data so tests can read it)."""
+    overrides = {
+        "output_dir": args.output_dir,
+        "per_device_train_batch_size": args.per_device_batch_size,
+        "num_generations": args.num_generations,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "max_tokens": args.max_tokens,
+        "max_seq_len": args.max_tokens,
+        "max_steps": args.max_steps,
+        "save_strategy": "steps",
+        "save_steps": args.save_steps,
+        "save_only_model": False,  # keep optimizer state, so an interrupted run can resume
+        "eval_strategy": "steps",
+        "eval_steps": args.eval_steps,
+        "report_to": "wandb",
+        "vllm_server_host": args.vllm_host,
+        "vllm_server_port": args.vllm_port,
+    }
+    if args.learning_rate is not None:
+        overrides["learning_rate"] = args.learning_rate
+    return overrides
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+
+    import verifiers as vf
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from helpers.tracing import init_tracing
+
+    init_tracing(args.project)  # Weave traces rubric scoring (local store, or W&B with a key)
+    env = vf.load_environment("gsm8k-course", variant=args.variant, num_examples=args.num_train_examples,
+                              num_eval_examples=args.num_eval_examples)
+    model, tokenizer = vf.get_model_and_tokenizer(args.model)
+    training_args = vf.grpo_defaults(run_name=args.run_name)
+    for key, value in training_overrides(args).items():
+        setattr(training_args, key, value)
+    trainer = vf.GRPOTrainer(
+        model=model, processing_class=tokenizer, env=env, args=training_args,
+        peft_config=None if args.no_lora else vf.lora_defaults(),
+    )
+    out = Path(args.output_dir)
+    checkpoint = get_last_checkpoint(str(out)) if out.is_dir() else None
+    if checkpoint:
+        print(f"resuming from {checkpoint}", flush=True)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(str(out / "final"))
+    tokenizer.save_pretrained(str(out / "final"))
+    print(f"saved the final model to {out / 'final'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
