@@ -156,7 +156,6 @@ class LocalTraceServer:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._writer: JSONLWALWriter | None = None
-        self._secrets = secret_values()
         self.records_written = 0
         self._calls: dict[str, dict] = {}
         self._objs: dict[tuple[str, str], dict] = {}  # (object_id, digest) -> obj
@@ -181,7 +180,8 @@ class LocalTraceServer:
 
     def _write(self, record_type: str, req: Any) -> tuple[dict, Any]:
         """Append one record (scrubbed) to this process's log file and index it."""
-        payload = _scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), self._secrets)
+        # secrets are looked up on every write: a key set later in the notebook is hidden too
+        payload = _scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
         with self._lock:
             if self._writer is None:  # opened on first write: a reader never creates files
                 self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))

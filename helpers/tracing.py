@@ -49,11 +49,13 @@ class TracingSession:
             return (f"traces: W&B Weave project {self.client.entity}/{self.client.project} "
                     "(WANDB_API_KEY is set); metrics: wandb online")
         where = _shown_path(self.store_path)
-        text = (f"traces: local store at {where}; metrics: wandb offline under {_shown_path(runs_dir('wandb'))}; "
-                "to send them to W&B set WANDB_API_KEY (then helpers.upload_local_traces())")
+        metrics = f"metrics: wandb offline under {_shown_path(runs_dir('wandb'))}"
         if self.fallback_reason:
-            text = f"WANDB_API_KEY is set, but W&B could not be used ({self.fallback_reason}), so tracing stays local.\n" + text
-        return text
+            return (f"WANDB_API_KEY is set, but W&B could not be used ({self.fallback_reason}), so tracing "
+                    f"stays local.\ntraces: local store at {where}; {metrics}; once W&B is reachable, "
+                    "send them with helpers.upload_local_traces()")
+        return (f"traces: local store at {where}; {metrics}; to send them to W&B set WANDB_API_KEY "
+                "(then helpers.upload_local_traces())")
 
     def flush(self) -> None:
         """Wait until every traced call is written (the client writes in background threads)."""

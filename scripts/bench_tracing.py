@@ -37,13 +37,16 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
         session = init_tracing("bench", quiet=True)
     client = openai.OpenAI(base_url=base_url, api_key="local")
     env = build_gsm8k_env(variant="hash", num_examples=1, num_eval_examples=rollouts)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     out = env.evaluate(client, "SmolLM2-135M-Instruct", num_examples=rollouts, rollouts_per_example=1,
                        sampling_args={"max_tokens": max_tokens, "temperature": 0, "seed": 0})
-    result = {"eval_s": time.perf_counter() - started, "mean_reward": statistics.mean(out.reward)}
     if session is not None:
         session.flush()  # the cost of tracing includes writing every record
-        result["eval_s"] = time.perf_counter() - started
+    # CPU time of this process (all threads): what tracing adds to it does not depend on how busy
+    # the machine is, unlike wall time, which mostly waits for the model server.
+    result = {"eval_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu_started,
+              "mean_reward": statistics.mean(out.reward)}
+    if session is not None:
         result["calls"] = len(session.client.get_calls())
         result["records"] = session.server.records_written
         # the store's own throughput: a trivial op, nothing else
@@ -100,12 +103,17 @@ def main() -> None:
     untraced = statistics.median(r["eval_s"] for r in results["untraced"])
     traced = statistics.median(r["eval_s"] for r in results["traced"])
     calls = results["traced"][-1]["calls"]
+    cpu_untraced = statistics.median(r["cpu_s"] for r in results["untraced"])
+    cpu_traced = statistics.median(r["cpu_s"] for r in results["traced"])
     rows = [
         ("rollouts per run (temperature 0, seed 0)", f"{args.rollouts} x max {args.max_tokens} tokens"),
         ("runs (alternating, each a fresh process)", f"{args.repeats} untraced + {args.repeats} traced"),
         ("untraced wall time, median", f"{untraced:.2f} s"),
         ("traced wall time (incl. flush), median", f"{traced:.2f} s"),
         ("traced / untraced", f"{traced / untraced:.3f}  ({(traced / untraced - 1) * 100:+.1f}%)"),
+        ("client CPU time untraced / traced, median", f"{cpu_untraced:.2f} s / {cpu_traced:.2f} s"),
+        ("CPU added by tracing, as % of untraced wall time", f"{(cpu_traced - cpu_untraced) / untraced * 100:.1f}%"),
+        ("mean reward untraced / traced", " / ".join(f"{results[m][-1]['mean_reward']:.3f}" for m in results)),
         ("calls recorded per run", f"{calls} ({results['traced'][-1]['records']} records)"),
         ("calls recorded per second of evaluation", f"{calls / traced:.1f}"),
         ("store throughput, trivial op (calls/s)", f"{statistics.median(r['noop_calls_per_s'] for r in results['traced']):.0f}"),
