@@ -225,3 +225,13 @@ def gpu_train_result(plan: LaunchPlan, wall_s: float):
     return TrainResult(model_dir=merge_lora(plan.output_dir / "final", plan.model),
                        metrics=metrics_table(history), wall_s=wall_s, resumed_from=None,
                        wandb_dir=None, peak_rss_gb=peak_rss_gb())
+
+
+def run_and_collect(plan: LaunchPlan):
+    """run_plan, then the run's metrics and merged final model as a helpers.grpo.TrainResult."""
+    started = time.monotonic()
+    code = run_plan(plan)
+    if code != 0:
+        raise RuntimeError(f"verifiers training exited with code {code}; see {plan.log_dir / 'vf-train.log'}. "
+                           "Running the cell again resumes from the last checkpoint.")
+    return gpu_train_result(plan, time.monotonic() - started)

@@ -577,13 +577,15 @@ class EvalSetup:
 
 
 def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_tokens: int,
-               seed: int = 0) -> EvalSetup:
+               seed: int = 0, system_prompt: str | None = None) -> EvalSetup:
     """Reuse notebook 01's saved run when there is one (same examples, same sampling); otherwise
     (e.g. a fresh clone running this notebook alone) describe an evaluation to run here.
 
     At most `num_eval_examples` examples are kept: GSM8K subsets are a shuffle with `seed` and then
     the first n rows, so the first k of 01's examples are exactly the examples of n=k.
+    A custom `system_prompt` changes the task, so 01's results are then not reused as "before".
     """
+    extra = {"system_prompt": system_prompt} if system_prompt else {}
     from helpers.evaluation import EvalRun, load_eval_run, summarize
 
     try:
@@ -595,10 +597,10 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
         params = saved.info.get("params", {})
         n = min(num_eval_examples, int(params.get("num_examples") or num_eval_examples))
         env_args = {"variant": variant, "eval_split": env01.get("eval_split", "test"),
-                    "num_eval_examples": n, "seed": env01.get("seed", seed)}
+                    "num_eval_examples": n, "seed": env01.get("seed", seed), **extra}
         setup = EvalSetup(env_args, n, int(params.get("rollouts_per_example") or 1),
                           dict(params.get("sampling_args") or {"max_tokens": eval_max_tokens}), None, "")
-        if env01.get("variant", "think") == variant:
+        if env01.get("variant", "think") == variant and env01.get("system_prompt") == system_prompt:
             rollouts = saved.rollouts[saved.rollouts["example"] < n].reset_index(drop=True)
             metrics = [c for c in ("correct_answer", "hash_format", "think_format", "format_reward")
                        if c in rollouts]
@@ -607,10 +609,11 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
             setup.before = EvalRun(name=saved.name, rollouts=rollouts, info=info)
             setup.source = f"notebook 01's saved run {saved.name!r} (its first {n} examples)"
         else:
-            setup.source = (f"notebook 01's examples, but its run used variant {env01.get('variant')!r}: "
-                            f"'before' is evaluated here with variant {variant!r}")
+            setup.source = (f"notebook 01's examples, but its run used another prompt or variant "
+                            f"({env01.get('variant')!r}): 'before' is evaluated here with variant {variant!r}")
         return setup
-    env_args = {"variant": variant, "eval_split": "test", "num_eval_examples": num_eval_examples, "seed": seed}
+    env_args = {"variant": variant, "eval_split": "test", "num_eval_examples": num_eval_examples, "seed": seed,
+                **extra}
     return EvalSetup(env_args, num_eval_examples, 1, {"max_tokens": eval_max_tokens, "temperature": 0.0},
                      None, f"no saved run {before_run!r} (run notebook 01 to reuse it): 'before' is "
                      "evaluated here on the local endpoint")
@@ -648,3 +651,16 @@ def save_summary(run_name: str, figures: dict) -> Path:
     path = runs_dir("grpo", run_name) / "summary.json"
     path.write_text(json.dumps(figures, indent=2, default=str))
     return path
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def base_model_dir(backend: str = "cpu") -> Path:
+    """The weights training started from (CPU backend: the converted SmolLM2 folder)."""
+    from helpers.gguf_convert import convert_gguf
+
+    return convert_gguf(quiet=True)
