@@ -9,24 +9,60 @@ from helpers.endpoint import (
     stop_local_server,
     timed_chat,
 )
-from helpers.env import build_gsm8k_env
+from helpers.env import build_gsm8k_env, quiet_library_logs
+from helpers.eval_views import (
+    accuracy_table,
+    compare_designs,
+    parser_trap_table,
+    plot_designs,
+    plot_reward_components,
+    rescore,
+    rollouts_view,
+    show_source,
+    vf_eval_command,
+)
+from helpers.evaluation import EvalRun, load_eval_run, record_evaluation, run_evaluation
 from helpers.modes import describe_modes
-from helpers.paths import runs_dir
+from helpers.paths import display_path, runs_dir
 from helpers.system import hardware_summary, show_record, versions_table
+from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget, wandb_history
+from helpers.tracing import init_tracing, upload_local_traces
+
+quiet_library_logs()
 
 __all__ = [
     "EndpointError",
+    "EvalRun",
     "GSM8KUnavailable",
     "LocalModelServer",
+    "accuracy_table",
     "build_gsm8k_env",
+    "calls_table",
+    "compare_designs",
     "describe_modes",
-    "hardware_summary",
+    "display_path",
+    "export_trace_html",
     "get_client",
+    "hardware_summary",
+    "init_tracing",
+    "load_eval_run",
     "load_gsm8k",
+    "parser_trap_table",
+    "plot_designs",
+    "plot_reward_components",
+    "record_evaluation",
+    "rescore",
+    "rollouts_view",
+    "run_evaluation",
     "runs_dir",
     "show_record",
+    "show_source",
     "start_local_server",
     "stop_local_server",
     "timed_chat",
+    "trace_tree_widget",
+    "upload_local_traces",
     "versions_table",
+    "vf_eval_command",
+    "wandb_history",
 ]

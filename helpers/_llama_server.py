@@ -33,6 +33,9 @@ def main() -> None:
     params.port = args.port
     params.n_parallel = args.parallel
     params.n_ctx = args.ctx_per_slot * args.parallel
+    # No prompt cache: with it a repeated request can decode differently from a fresh one, and
+    # the course compares runs (before/after training, vf-eval vs evaluate) at temperature 0.
+    params.cache_prompt = False
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     server = xlc.Server(params)  # starts listening; lives as long as this object

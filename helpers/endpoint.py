@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import openai
 
@@ -95,7 +96,7 @@ class LocalModelServer:
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self) -> "LocalModelServer":
+    def start(self) -> Self:
         if self.is_running():
             return self
         self.model_path = Path(self.model_path)
@@ -163,7 +164,7 @@ class LocalModelServer:
         self.process = None
         atexit.unregister(self.stop)
 
-    def __enter__(self) -> "LocalModelServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

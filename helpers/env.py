@@ -7,18 +7,29 @@ scripts/setup_env.sh; notebooks 01 and 02 and the GPU training script all load i
 from __future__ import annotations
 
 import logging
+import warnings
 
 import verifiers as vf
 
 ENV_ID = "gsm8k-course"
 
 
+def quiet_library_logs() -> None:
+    """Silence log lines a learner would have to ignore; the notebooks explain what they say."""
+    import datasets
+
+    # ThinkParser warns on every construction that it expects <think> tags (notebook 01 shows why).
+    logging.getLogger("verifiers.parsers.ThinkParser").setLevel(logging.ERROR)
+    # load_environment logs each load at INFO, and each error a second time (we raise it clearly).
+    logging.getLogger("verifiers.utils.env_utils").setLevel(logging.CRITICAL)
+    datasets.disable_progress_bars()  # sub-second .map() calls on a few rows; bars are only noise
+    # Weave's openai-realtime integration (imported when tracing patches integrations) declares a
+    # pydantic field typed with a lock; pydantic warns about it on import. Harmless here.
+    warnings.filterwarnings("ignore", message=r".*allocate_lock.* is not a Python type")
+
+
 def build_gsm8k_env(**env_args) -> vf.SingleTurnEnv:
     """`vf.load_environment("gsm8k-course", **env_args)`; see gsm8k_course.load_environment for the arguments."""
-    # ThinkParser warns on every construction that it expects <think> tags; the notebooks explain that.
-    logging.getLogger("verifiers.parsers.ThinkParser").setLevel(logging.ERROR)
-    env_utils_log = logging.getLogger("verifiers.utils.env_utils")
-    env_utils_log.setLevel(logging.CRITICAL)  # it logs every load, and each error a second time
     try:
         return vf.load_environment(ENV_ID, **env_args)
     except RuntimeError as e:

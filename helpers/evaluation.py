@@ -2,8 +2,9 @@
 
 A saved run is a folder `runs/evals/<name>/` with two files:
 
-- `run.json`: {"name", "created", "env_args", "params", "model", "endpoint", "mode",
-  "wall_s", "summary": {"reward": mean, "<metric>": mean, ..., "accuracy": {...}}}
+- `run.json`: {"name", "created", "env_args", "params", "model", "endpoint", "modes",
+  "wall_s", "rollouts_per_s", "summary": {"reward": mean, "<metric>": mean, ...,
+  "accuracy": {"mean", "ci95": [low, high], "n"}}}
 - `rollouts.jsonl`: one JSON object per rollout with `example` (index in the eval set),
   `rollout`, `question`, `answer` (gold), `completion` (text), `parsed`, `reward`, one key per
   metric, `generation_ms`, `scoring_ms`.
@@ -17,13 +18,14 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import verifiers as vf
 
 from helpers.endpoint import Endpoint
+from helpers.modes import describe_modes
 from helpers.paths import runs_dir
 
 
@@ -86,10 +88,31 @@ def summarize(rollouts: pd.DataFrame, metric_names: list[str]) -> dict:
     return summary
 
 
+def record_evaluation(outputs: vf.GenerateOutputs, env: vf.Environment, endpoint: Endpoint, *,
+                      name: str, rollouts_per_example: int, wall_s: float, max_concurrent: int | None = None,
+                      sampling_args: dict | None = None, env_args: dict | None = None) -> EvalRun:
+    """The GenerateOutputs of `env.evaluate(...)` as an EvalRun (rollouts table + run info), not yet saved."""
+    n = len(outputs.reward) // rollouts_per_example
+    rollouts = rollouts_frame(outputs, env.parser, n)
+    info = {
+        "name": name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "env_args": env_args or {},
+        "params": {"num_examples": n, "rollouts_per_example": rollouts_per_example,
+                   "max_concurrent": max_concurrent, "sampling_args": sampling_args or {}},
+        "model": endpoint.model,
+        "endpoint": endpoint.kind,
+        "modes": describe_modes()["mode"].to_dict(),
+        "wall_s": wall_s,
+        "rollouts_per_s": len(rollouts) / wall_s if wall_s else None,
+        "summary": summarize(rollouts, list(outputs.metrics)),
+    }
+    return EvalRun(name=name, rollouts=rollouts, info=info)
+
+
 def run_evaluation(env: vf.Environment, endpoint: Endpoint, *, name: str, num_examples: int,
                    rollouts_per_example: int = 1, max_concurrent: int = 4,
-                   sampling_args: dict | None = None, env_args: dict | None = None,
-                   mode: dict | None = None) -> EvalRun:
+                   sampling_args: dict | None = None, env_args: dict | None = None) -> EvalRun:
     """`env.evaluate(...)` with the given endpoint, timed, as an EvalRun (not yet saved)."""
     started = time.monotonic()
     outputs = env.evaluate(
@@ -97,23 +120,11 @@ def run_evaluation(env: vf.Environment, endpoint: Endpoint, *, name: str, num_ex
         num_examples=num_examples, rollouts_per_example=rollouts_per_example,
         max_concurrent=max_concurrent,
     )
-    wall_s = time.monotonic() - started
-    n = len(outputs.reward) // rollouts_per_example
-    rollouts = rollouts_frame(outputs, env.parser, n)
-    info = {
-        "name": name,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "env_args": env_args or {},
-        "params": {"num_examples": n, "rollouts_per_example": rollouts_per_example,
-                   "max_concurrent": max_concurrent, "sampling_args": sampling_args or {}},
-        "model": endpoint.model,
-        "endpoint": endpoint.kind,
-        "mode": mode or {},
-        "wall_s": wall_s,
-        "rollouts_per_s": len(rollouts) / wall_s if wall_s else None,
-        "summary": summarize(rollouts, list(outputs.metrics)),
-    }
-    return EvalRun(name=name, rollouts=rollouts, info=info)
+    return record_evaluation(
+        outputs, env, endpoint, name=name, rollouts_per_example=rollouts_per_example,
+        wall_s=time.monotonic() - started, max_concurrent=max_concurrent,
+        sampling_args=sampling_args, env_args=env_args,
+    )
 
 
 def load_eval_run(name_or_path: str | Path) -> EvalRun:

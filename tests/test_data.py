@@ -2,9 +2,9 @@ import json
 import time
 
 import pytest
+import verifiers as vf
 from datasets import Dataset
 
-import verifiers as vf
 from helpers.data import GSM8KUnavailable, _raw_from_dir, load_gsm8k
 
 

@@ -21,7 +21,7 @@ def test_chat_n2_and_logprobs(local_client):
 
 
 def test_binds_loopback_only(local_server):
-    listening = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+    listening = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
     ours = [line for line in listening.splitlines() if line.split()[3].endswith(f":{local_server.port}")]
     assert ours, listening
     assert all(line.split()[3] == f"127.0.0.1:{local_server.port}" for line in ours), ours

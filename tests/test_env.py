@@ -1,9 +1,15 @@
 import asyncio
 
 import pytest
-
 import verifiers as vf
-from gsm8k_course import HASH_SYSTEM_PROMPT, HashParser, canonical_number, correct_answer, make_rubric
+from gsm8k_course import (
+    HASH_SYSTEM_PROMPT,
+    HashParser,
+    canonical_number,
+    correct_answer,
+    make_rubric,
+)
+
 from helpers import build_gsm8k_env, load_gsm8k
 
 

@@ -1,0 +1,144 @@
+"""Static checks that guard what breaks notebooks silently: names, papermill parameters, stripped
+outputs, hanging calls, exact and consistent pins, API drift against the pinned versions, lint."""
+
+import ast
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import helpers
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# vllm pins torch exactly (requirements-gpu.txt explains why it is 2.8.0 there); the CPU stack keeps
+# the CPU build of torch 2.13.0. Every other package must have one version across all files.
+ALLOWED_TO_DIFFER = {"torch"}
+REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements-nodeps.txt",
+                     ROOT / "requirements-gpu.txt", ROOT / "binder" / "requirements.txt"]
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def code(path: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "code")
+
+
+def test_there_are_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS][:3] == ["00", "01", "02"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_hygiene(path):
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "name is not NN_snake_case.ipynb"
+    all_cells = cells(path)
+    assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in all_cells), \
+        "no cell tagged 'parameters' (papermill)"
+    for c in all_cells:
+        if c["cell_type"] == "code":
+            assert not c.get("outputs") and c.get("execution_count") is None, "outputs not stripped"
+    source = code(path)
+    for line in source.splitlines():
+        assert not (line.lstrip().startswith("!") and line.rstrip().endswith("&")), \
+            f"background shell job (papermill refuses it; use subprocess.Popen): {line}"
+    for forbidden in ("input(", "getpass", "/work/", "/tmp/"):
+        assert forbidden not in source, f"notebook contains {forbidden!r}"
+    assert all_cells[0]["cell_type"] == "markdown" and "What you will learn" in "".join(all_cells[0]["source"])
+
+
+def pins(path: Path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?==([^\s;]+)(\s*;.*)?", line)
+        assert match, f"{path.name}: '{line}' is not pinned exactly with =="
+        found[match.group(1).lower().replace("_", "-")] = match.group(3)
+    return found
+
+
+def test_pins_exact_and_consistent():
+    seen: dict[str, tuple[str, str]] = {}
+    for path in REQUIREMENT_FILES:
+        assert path.is_file(), f"{path.relative_to(ROOT)} is missing"
+        for name, version in pins(path).items():
+            if name in seen and name not in ALLOWED_TO_DIFFER:
+                assert seen[name][1] == version, \
+                    f"{name}: {version} in {path.relative_to(ROOT)} but {seen[name][1]} in {seen[name][0]}"
+            seen[name] = (str(path.relative_to(ROOT)), version)
+    assert pins(ROOT / "binder" / "requirements.txt") == pins(ROOT / "requirements.txt")
+
+
+def _attribute_chain(node: ast.AST) -> list[str] | None:
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id, *reversed(names)]
+    return None
+
+
+MODULES = {"vf": "verifiers", "verifiers": "verifiers", "weave": "weave", "helpers": "helpers"}
+
+
+def _resolve(chain: list[str]):
+    import importlib
+
+    obj = importlib.import_module(MODULES[chain[0]])
+    for name in chain[1:]:
+        obj = getattr(obj, name)
+    return obj
+
+
+def _accepts(func, keyword: str) -> bool:
+    target = func.__init__ if inspect.isclass(func) else func
+    params = inspect.signature(target).parameters
+    return keyword in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_api_drift(path):
+    """Every vf.*, weave.* and helpers.* name a notebook uses exists, and takes the keywords passed."""
+    import verifiers as vf
+
+    tree = ast.parse(code(path))
+    for node in ast.walk(tree):
+        chain = _attribute_chain(node) if isinstance(node, ast.Attribute) else None
+        if chain and chain[0] in MODULES:
+            assert _resolve(chain) is not None, f"{'.'.join(chain)} does not exist"
+        if isinstance(node, ast.Call):
+            func_chain = _attribute_chain(node.func)
+            if func_chain and func_chain[0] in MODULES:
+                target = _resolve(func_chain)
+            elif func_chain and func_chain[-1] in ("evaluate", "generate"):  # env.evaluate(...)
+                target = getattr(vf.Environment, func_chain[-1])
+            else:
+                continue
+            for keyword in node.keywords:
+                if keyword.arg:
+                    assert _accepts(target, keyword.arg), \
+                        f"{'.'.join(func_chain)}() has no keyword {keyword.arg!r} in the pinned version"
+        if isinstance(node, ast.ImportFrom) and node.module == "gsm8k_course":
+            import gsm8k_course
+            for alias in node.names:
+                assert hasattr(gsm8k_course, alias.name), f"gsm8k_course has no {alias.name}"
+
+
+def test_helpers_exports_exist():
+    for name in helpers.__all__:
+        assert hasattr(helpers, name), name
+
+
+def test_ruff_clean():
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "helpers", "tests", "notebooks",
+                             "environments", "scripts", "training"],
+                            cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
