@@ -138,6 +138,18 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value) if value else None
 
 
+def _sort_key(value: Any) -> tuple:
+    """Missing values last; times compared as times (their ISO strings do not always sort)."""
+    if value is None:
+        return (1, "")
+    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] == "T":
+        try:
+            return (0, _parse_time(value).timestamp())
+        except ValueError:
+            pass
+    return (0, value if isinstance(value, (int, float)) else str(value))
+
+
 def _op_kind(val: Any) -> str:
     is_op = isinstance(val, dict) and val.get("_type") == "CustomWeaveType" and \
         (val.get("weave_type") or {}).get("type") == "Op"
@@ -325,8 +337,7 @@ class LocalTraceServer:
                           "parent_ids, call_ids, trace_roots_only)", stacklevel=3)
         for sort in reversed(req.get("sort_by") or [{"field": "started_at", "direction": "asc"}]):
             field = sort["field"]
-            calls.sort(key=lambda c: (c.get(field) is None, str(c.get(field) or "")),
-                       reverse=sort.get("direction") == "desc")
+            calls.sort(key=lambda c, field=field: _sort_key(c.get(field)), reverse=sort.get("direction") == "desc")
         return calls
 
     def calls_query_stream(self, req: dict) -> Iterator[Call]:

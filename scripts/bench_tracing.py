@@ -98,7 +98,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for mode in ("untraced", "traced"):
                 results[mode].append(run_child(mode, server.base_url, args, runs_dir))
-                print(f"  {mode:9s} {results[mode][-1]['eval_s']:6.1f} s", file=sys.stderr, flush=True)
+                print(f"  {mode:9s} {json.dumps(results[mode][-1])}", file=sys.stderr, flush=True)
 
     untraced = statistics.median(r["eval_s"] for r in results["untraced"])
     traced = statistics.median(r["eval_s"] for r in results["traced"])
