@@ -1,0 +1,47 @@
+"""Benchmark of notebook 01's evaluation on the local endpoint; prints a table.
+
+    .venv/bin/python scripts/bench_eval.py [--rollouts 16] [--max-tokens 256]
+
+Rollouts per second of `env.evaluate` (the '#### N' GSM8K environment, temperature 0.7) at
+max_concurrent 1, 4 and 8, for llama.cpp servers with 4 and 8 request slots (n_parallel).
+Target from the notebook-01 issue: concurrency 4 is faster than 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import openai
+
+from helpers import LocalModelServer, build_gsm8k_env
+from helpers.endpoint import LOCAL_MODEL_NAME
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rollouts", type=int, default=16, help="examples evaluated (1 rollout each)")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    args = parser.parse_args()
+    env = build_gsm8k_env(variant="hash", num_eval_examples=args.rollouts)
+    sampling = {"max_tokens": args.max_tokens, "temperature": 0.7}
+    rows = []
+    for slots in (4, 8):
+        with LocalModelServer(parallel=slots) as server:
+            client = openai.OpenAI(base_url=server.base_url, api_key="local")
+            for concurrency in (1, 4, 8):
+                started = time.monotonic()
+                out = env.evaluate(client, LOCAL_MODEL_NAME, sampling_args=sampling,
+                                   num_examples=args.rollouts, max_concurrent=concurrency)
+                wall = time.monotonic() - started
+                tokens = sum(s["responses"][0].usage.completion_tokens for s in out.state)
+                rows.append((slots, concurrency, wall, args.rollouts / wall, tokens / wall))
+    print(f"\nenv.evaluate, {args.rollouts} rollouts, max_tokens {args.max_tokens}, {os.cpu_count()} cores\n")
+    print(f"{'n_parallel':>10} {'max_concurrent':>14} {'wall s':>8} {'rollouts/s':>11} {'tokens/s':>9}")
+    for slots, concurrency, wall, rps, tps in rows:
+        print(f"{slots:>10} {concurrency:>14} {wall:>8.1f} {rps:>11.2f} {tps:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()
