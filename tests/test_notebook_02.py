@@ -28,14 +28,14 @@ BUDGET_S = 8 * 60
 
 
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    out = tmp_path_factory.mktemp("nb02") / "02.ipynb"
+def executed():
+    from helpers.paths import runs_dir
+
+    out = runs_dir("notebooks") / "02_traced_grpo_training.ci.ipynb"  # kept for a look afterwards
     started = time.monotonic()
     papermill.execute_notebook(str(NOTEBOOK), str(out), parameters=CI_PARAMETERS, cwd=str(NOTEBOOK.parent),
                                kernel_name="python3", progress_bar=False)
     wall_s = time.monotonic() - started
-    from helpers.paths import runs_dir
-
     summary = json.loads((runs_dir("grpo", RUN_NAME) / "summary.json").read_text())
     return {"notebook": json.loads(out.read_text()), "summary": summary, "wall_s": wall_s}
 
@@ -96,3 +96,31 @@ def test_before_after_table(executed):
     assert "before" in text and "after" in text
     summary = executed["summary"]
     assert summary["before_reward"] is not None and summary["after_reward"] is not None
+
+
+def test_committed_notebook_is_clean():
+    """Static checks, no execution: outputs stripped, a parameters cell, nothing that hangs papermill."""
+    import re
+
+    notebook = json.loads(NOTEBOOK.read_text())
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") is None and not c.get("outputs") for c in code)
+    assert "parameters" in code[0]["metadata"].get("tags", [])
+    assert notebook["cells"][0]["cell_type"] == "markdown"
+    source = "\n".join("".join(c["source"]) for c in code)
+    for pattern in (r"^\s*!.*&\s*$", r"\binput\(", r"getpass", r"/work/", r"/tmp/"):
+        assert not re.search(pattern, source, re.MULTILINE), pattern
+    for name in CI_PARAMETERS:  # every CI parameter exists in the parameters cell
+        assert re.search(rf"^{name} = ", "".join(code[0]["source"]), re.MULTILINE), name
+
+
+def test_notebook_calls_only_existing_helpers():
+    """API drift: every `grpo.X` / `gpu_plan.X` the notebook calls exists."""
+    import re
+
+    from helpers import gpu_plan, grpo
+
+    source = "\n".join("".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"]
+                       if c["cell_type"] == "code")
+    for module, name in re.findall(r"\b(grpo|gpu_plan)\.([A-Za-z_]\w*)", source):
+        assert hasattr({"grpo": grpo, "gpu_plan": gpu_plan}[module], name), f"{module}.{name}"
