@@ -57,19 +57,19 @@ class LaunchPlan:
         return f"http://{self.host}:{self.port}/health"
 
     def shell(self) -> str:
-        """Both commands as you would type them in two terminals."""
+        """Both commands as you would type them in two terminals, from the repository root."""
         def line(env, cmd):
-            return " ".join([*(f"{k}={v}" for k, v in env.items()), *cmd])
+            return _relative(" ".join([*(f"{k}={v}" for k, v in env.items()), *cmd]))
         return (f"# terminal 1: the vLLM server (GPU 0)\n{line(self.server_env, self.server_cmd)}\n"
                 f"# terminal 2: training (GPU 1), once the server answers {self.health_url}\n"
                 f"{line(self.train_env, self.train_cmd)}")
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([
-            {"process": "vLLM server", "command": " ".join(self.server_cmd),
-             "environment": " ".join(f"{k}={v}" for k, v in self.server_env.items())},
-            {"process": "trainer", "command": " ".join(self.train_cmd),
-             "environment": " ".join(f"{k}={v}" for k, v in self.train_env.items())},
+            {"process": "vLLM server", "command": _relative(" ".join(self.server_cmd)),
+             "environment": _relative(" ".join(f"{k}={v}" for k, v in self.server_env.items()))},
+            {"process": "trainer", "command": _relative(" ".join(self.train_cmd)),
+             "environment": _relative(" ".join(f"{k}={v}" for k, v in self.train_env.items()))},
         ]).set_index("process")
 
     def checks(self, gpus: int | None = None) -> pd.DataFrame:
@@ -94,6 +94,11 @@ class LaunchPlan:
         rows.append((f"port {self.port} on {self.host}", free, "free" if free else "in use",
                      "stop what listens there, or pass port= to build_plan"))
         return pd.DataFrame(rows, columns=["check", "ok", "found", "if not ok"]).set_index("check")
+
+
+def _relative(text: str) -> str:
+    """Paths inside the repository as a reader types them (the plan itself keeps absolute ones)."""
+    return text.replace(str(PROJECT_ROOT) + os.sep, "")
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -91,7 +91,8 @@ def test_before_after_table(executed):
     from helpers.evaluation import load_eval_run
 
     after = load_eval_run(f"{RUN_NAME}_after")
-    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"]
+    per_example = after.info["params"]["rollouts_per_example"]
+    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * per_example
     text = _text(executed["notebook"])
     assert "before" in text and "after" in text
     summary = executed["summary"]
