@@ -34,7 +34,7 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
     if mode == "traced":
         from helpers.tracing import init_tracing
 
-        session = init_tracing("bench", quiet=True)
+        session = init_tracing(f"bench-{os.getpid()}", quiet=True)  # a fresh store per run
     client = openai.OpenAI(base_url=base_url, api_key="local")
     env = build_gsm8k_env(variant="hash", num_examples=1, num_eval_examples=rollouts)
     started, cpu_started = time.perf_counter(), time.process_time()
