@@ -16,6 +16,7 @@ import json
 import os
 import re
 import threading
+import time
 import urllib.parse
 import warnings
 from collections.abc import Iterator
@@ -62,12 +63,23 @@ SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 # ---------------------------------------------------------------- scrubbing
 
 
+_secrets_cache: tuple[float, list[str]] = (0.0, [])
+
+
 def secret_values() -> list[str]:
-    """Values of environment variables that look like credentials (OPENAI_API_KEY, WANDB_API_KEY, ...)."""
-    return sorted(
-        {v for k, v in os.environ.items() if SECRET_ENV.search(k) and v and len(v) >= 8},
-        key=len, reverse=True,  # longest first, so a key that contains another is fully hidden
-    )
+    """Values of environment variables that look like credentials (OPENAI_API_KEY, WANDB_API_KEY, ...).
+
+    Re-read at most once a second: a key set later in a notebook is hidden too, without scanning
+    the environment on every traced call."""
+    global _secrets_cache
+    checked, values = _secrets_cache
+    if time.monotonic() - checked > 1.0:
+        values = sorted(
+            {v for k, v in os.environ.items() if SECRET_ENV.search(k) and v and len(v) >= 8},
+            key=len, reverse=True,  # longest first, so a key that contains another is fully hidden
+        )
+        _secrets_cache = (time.monotonic(), values)
+    return values
 
 
 def scrub(value: Any, secrets: list[str] | None = None) -> Any:
@@ -192,7 +204,6 @@ class LocalTraceServer:
 
     def _write(self, record_type: str, req: Any) -> tuple[dict, Any]:
         """Append one record (scrubbed) to this process's log file and index it."""
-        # secrets are looked up on every write: a key set later in the notebook is hidden too
         payload = _scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
         with self._lock:
             if self._writer is None:  # opened on first write: a reader never creates files

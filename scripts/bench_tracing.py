@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def _noop(x: int) -> int:
+    return x
+
+
 def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
     """One evaluation in this process; with mode "traced", traced into the local store."""
     import openai
@@ -52,10 +56,7 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
         # the store's own throughput: a trivial op, nothing else
         import weave
 
-        @weave.op
-        def noop(x: int) -> int:
-            return x
-
+        noop = weave.op(_noop)
         started = time.perf_counter()
         for i in range(1000):
             noop(i)
