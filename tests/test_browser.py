@@ -260,7 +260,12 @@ def test_notebook_01_renders_in_jupyterlab(jupyter_lab, tmp_path):
             opened = tree.locator(".jupyter-widget-Collapse-open > .jupyter-widget-Collapse-header",
                                   has_text=title)
             opened.first.wait_for(timeout=10_000)
-            tree.screenshot(path=ARTIFACTS / "01_trace_tree.png")
+            # The click went to the kernel as a widget message; it must survive it.
+            page.wait_for_timeout(5000)
+            assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").first.inner_text()
+            assert page.evaluate(PROGRESS_JS, TRACE_TREE)["kernel"] == "idle"
+            tree.evaluate("node => node.scrollIntoView({block: 'start'})")
+            page.screenshot(path=ARTIFACTS / "01_trace_tree.png")
             assert outside == [], f"the page tried to reach outside 127.0.0.1: {outside}"
         finally:
             full_page_screenshot(page, screenshot)
