@@ -26,7 +26,7 @@ from helpers.modes import describe_modes
 from helpers.paths import display_path, runs_dir
 from helpers.system import hardware_summary, show_record, versions_table
 from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget, wandb_history
-from helpers.tracing import init_tracing, upload_local_traces
+from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
 
 quiet_library_logs()
 
@@ -35,6 +35,7 @@ __all__ = [
     "EvalRun",
     "GSM8KUnavailable",
     "LocalModelServer",
+    "TracingSession",
     "accuracy_table",
     "build_gsm8k_env",
     "calls_table",
@@ -47,6 +48,7 @@ __all__ = [
     "init_tracing",
     "load_eval_run",
     "load_gsm8k",
+    "open_local_traces",
     "parser_trap_table",
     "plot_designs",
     "plot_reward_components",

@@ -27,7 +27,7 @@ def local_server():
     """One real llama.cpp server (SmolLM2-135M) for the whole session, stopped at the end."""
     from helpers.endpoint import LocalModelServer
 
-    with LocalModelServer(parallel=4) as server:
+    with LocalModelServer(parallel=4, startup_timeout_s=180) as server:  # generous on a busy runner
         yield server
 
 

@@ -22,7 +22,7 @@ def test_vf_eval_matches_evaluate(local_server):
         capture_output=True, text=True, timeout=600, check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    cli_reward = float(re.search(r"^reward: avg - ([0-9.]+)", result.stdout, re.M).group(1))
+    cli_reward = float(re.search(r"^reward: avg - ([0-9.]+)", result.stdout, re.MULTILINE).group(1))
 
     env = build_gsm8k_env(variant="hash", num_eval_examples=4)
     client = openai.OpenAI(base_url=local_server.base_url, api_key="local")
