@@ -24,6 +24,7 @@ from helpers.eval_views import (
 from helpers.evaluation import EvalRun, load_eval_run, record_evaluation, run_evaluation
 from helpers.modes import describe_modes
 from helpers.paths import display_path, runs_dir
+from helpers.sync import in_worker_thread
 from helpers.system import hardware_summary, show_record, versions_table
 from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget, wandb_history
 from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
@@ -45,6 +46,7 @@ __all__ = [
     "export_trace_html",
     "get_client",
     "hardware_summary",
+    "in_worker_thread",
     "init_tracing",
     "load_eval_run",
     "load_gsm8k",

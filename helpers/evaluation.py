@@ -27,6 +27,7 @@ import verifiers as vf
 from helpers.endpoint import Endpoint
 from helpers.modes import describe_modes
 from helpers.paths import runs_dir
+from helpers.sync import in_worker_thread
 
 
 @dataclass
@@ -115,8 +116,8 @@ def run_evaluation(env: vf.Environment, endpoint: Endpoint, *, name: str, num_ex
                    sampling_args: dict | None = None, env_args: dict | None = None) -> EvalRun:
     """`env.evaluate(...)` with the given endpoint, timed, as an EvalRun (not yet saved)."""
     started = time.monotonic()
-    outputs = env.evaluate(
-        endpoint.client, endpoint.model, sampling_args=sampling_args or {},
+    outputs = in_worker_thread(
+        env.evaluate, endpoint.client, endpoint.model, sampling_args=sampling_args or {},
         num_examples=num_examples, rollouts_per_example=rollouts_per_example,
         max_concurrent=max_concurrent,
     )

@@ -17,9 +17,7 @@ The pieces notebook 02 calls, in order:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 import functools
 import io
 import json
@@ -29,7 +27,6 @@ import resource
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.paths import runs_dir
+from helpers.sync import run_sync
 
 log = logging.getLogger("helpers.grpo")
 BACKENDS = ("auto", "cpu", "verifiers")
@@ -174,7 +172,8 @@ class RubricRewards:
         coro = self.rubric.score_rollouts(
             prompts=list(prompts), completions=list(completions), answers=list(answers), states=states,
             tasks=list(tasks or ["default"] * n), infos=list(infos or [{} for _ in range(n)]))
-        scores = _run_coroutine(coro)
+        with contextlib.redirect_stderr(io.StringIO()):  # the rubric's per-batch progress bar
+            scores = run_sync(coro)
         result = {"reward": list(scores.reward), **{k: list(v) for k, v in scores.metrics.items()}}
         errors = []
         for err in self._errors:  # a rollout with any failing reward function scores 0 in total
@@ -208,17 +207,6 @@ class RubricRewards:
             reward.__name__ = name  # TRL logs rewards/<name>/mean
             funcs.append(reward)
         return funcs
-
-
-def _run_coroutine(coro):
-    """Run a coroutine to completion from sync code, even inside Jupyter's running event loop.
-
-    A worker thread gets its own loop; copying the context keeps Weave's current call, so the
-    rubric's traced calls nest under the traced batch.
-    """
-    ctx = contextvars.copy_context()
-    with ThreadPoolExecutor(max_workers=1) as pool, contextlib.redirect_stderr(io.StringIO()):
-        return pool.submit(ctx.run, asyncio.run, coro).result()  # stderr: rubric's per-batch bar
 
 
 def _drop_adapter(inputs: dict) -> dict:

@@ -1,4 +1,4 @@
-"""Run a coroutine from synchronous code, also inside Jupyter, whose event loop is already running."""
+"""Run async-flavoured code from a notebook cell without touching the kernel's own event loop."""
 
 from __future__ import annotations
 
@@ -7,11 +7,19 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 
 
-def run_sync(coro):
-    """Run `coro` to completion on a fresh event loop in a worker thread and return its result.
+def in_worker_thread(func, /, *args, **kwargs):
+    """Call `func(*args, **kwargs)` in a worker thread and return its result.
 
-    Copying the context keeps Weave's current call, so traced calls inside nest where they belong.
+    verifiers 0.1.5's `env.evaluate` sees Jupyter's running event loop and applies nest_asyncio
+    to it; with ipykernel 7 that silently drops the cells queued behind it (Run All stops). In a
+    worker thread no loop is running, so verifiers takes its plain script path. Copying the context
+    keeps Weave's current call, so traced calls nest where they belong.
     """
     ctx = contextvars.copy_context()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
+        return pool.submit(ctx.run, func, *args, **kwargs).result()
+
+
+def run_sync(coro):
+    """Run a coroutine to completion on a fresh event loop (in a worker thread) and return its result."""
+    return in_worker_thread(asyncio.run, coro)

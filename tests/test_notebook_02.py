@@ -24,7 +24,6 @@ CI_PARAMETERS = {
     "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40, "save_steps": 2, "resume": "never",
     "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
 }
-BUDGET_S = 8 * 60
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +54,6 @@ def test_runs_clean_within_budget(executed):
     print(f"notebook 02 (CI parameters) ran in {executed['wall_s']:.0f} s")
     assert "Traceback" not in _text(executed["notebook"])
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
-    # Generous: the machine is shared; the budget the course promises is 8 minutes on 2 idle cores.
-    assert executed["wall_s"] < 2 * BUDGET_S, f"took {executed['wall_s']:.0f} s"
 
 
 @pytest.mark.notebook

@@ -116,7 +116,10 @@ def test_api_drift(path):
             assert _resolve(chain) is not None, f"{'.'.join(chain)} does not exist"
         if isinstance(node, ast.Call):
             func_chain = _attribute_chain(node.func)
-            if func_chain and func_chain[0] in MODULES:
+            if func_chain == ["helpers", "in_worker_thread"] and node.args:  # in_worker_thread(env.evaluate, ...)
+                func_chain = _attribute_chain(node.args[0]) or func_chain
+                target = getattr(vf.Environment, func_chain[-1])
+            elif func_chain and func_chain[0] in MODULES:
                 target = _resolve(func_chain)
             elif func_chain and func_chain[-1] in ("evaluate", "generate"):  # env.evaluate(...)
                 target = getattr(vf.Environment, func_chain[-1])
