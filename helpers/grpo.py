@@ -242,27 +242,26 @@ def _timed_trainer_class():
             self._timing = {"generation_s": 0.0, "scoring_s": 0.0, "step_s": 0.0, "steps": 0}
             self._errors_logged = 0
 
-        def _generate(self, *args, **kwargs):
+        @contextlib.contextmanager
+        def _timed(self, key: str):
             started = time.perf_counter()
             try:
-                return super()._generate(*args, **kwargs)
+                yield
             finally:
-                self._timing["generation_s"] += time.perf_counter() - started
+                self._timing[key] += time.perf_counter() - started
+
+        def _generate(self, *args, **kwargs):
+            with self._timed("generation_s"):
+                return super()._generate(*args, **kwargs)
 
         def _calculate_rewards(self, *args, **kwargs):
-            started = time.perf_counter()
-            try:
+            with self._timed("scoring_s"):
                 return super()._calculate_rewards(*args, **kwargs)
-            finally:
-                self._timing["scoring_s"] += time.perf_counter() - started
 
         def training_step(self, *args, **kwargs):
-            started = time.perf_counter()
-            try:
+            self._timing["steps"] += 1
+            with self._timed("step_s"):
                 return super().training_step(*args, **kwargs)
-            finally:
-                self._timing["step_s"] += time.perf_counter() - started
-                self._timing["steps"] += 1
 
         def log(self, logs: dict, start_time: float | None = None) -> None:
             t = self._timing
