@@ -1,5 +1,7 @@
 """The one small package behind the course notebooks. Notebooks call these; no logic hides in cells."""
 
+import pandas as _pd
+
 from helpers.data import GSM8KUnavailable, load_gsm8k
 from helpers.endpoint import (
     EndpointError,
@@ -30,6 +32,9 @@ from helpers.trace_views import calls_table, export_trace_html, trace_tree_widge
 from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
 
 quiet_library_logs()
+# GSM8K text is full of dollar amounts: without this, JupyterLab typesets "$100 ... $20" in a
+# table cell as LaTeX math (pandas then marks its HTML tables with MathJax's ignore class).
+_pd.set_option("display.html.use_mathjax", False)
 
 __all__ = [
     "EndpointError",

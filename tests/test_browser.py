@@ -248,6 +248,10 @@ def test_notebook_01_renders_in_jupyterlab(jupyter_lab, tmp_path):
             assert "Error displaying widget" not in text
             assert "Traceback" not in text
             assert page.locator(CHART).count() >= 2, "the reward charts did not render as PNG images"
+            # GSM8K questions hold dollar amounts; tables must show them as text, not typeset math.
+            assert "$" in "".join(page.locator(".jp-OutputArea-output table").all_text_contents())
+            assert page.locator(".jp-OutputArea-output table mjx-container").count() == 0, (
+                "MathJax typeset a '$...$' span in a table: pandas' display.html.use_mathjax should be off")
 
             # The trace tree: rendered, titled by calls, and it opens when clicked.
             tree = page.locator(TRACE_TREE).first
