@@ -282,11 +282,15 @@ def _timed_trainer_class():
     return CourseGRPOTrainer
 
 
-def default_threads() -> int:
-    """Cores not already busy. On a shared machine, 2 torch threads fighting other processes for
-    2 cores ran 5x slower than 1 thread (measured), so busy cores are left alone."""
+def default_threads(sample_s: float = 1.0) -> int:
+    """Cores that other programs are not using right now. On a shared machine, 2 torch threads
+    fighting other processes for 2 cores ran 5x slower than 1 thread (measured), so busy cores are
+    left alone. Measured over `sample_s` while this process waits: the load average would count
+    this process's own work of the last minute (loading the model) and leave a core idle."""
+    import psutil
+
     cores = os.cpu_count() or 1
-    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    busy = round(psutil.cpu_percent(interval=sample_s) / 100 * cores)
     return max(1, cores - busy)
 
 
