@@ -1,37 +1,12 @@
 """Every numbered notebook, executed headlessly with papermill against the real local stack."""
 
-import json
-from pathlib import Path
-
-import papermill
 import pytest
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-
-
-def execute(name: str, tmp_path: Path, **parameters) -> dict:
-    """Run notebooks/<name>.ipynb with `parameters`; return the executed notebook as JSON."""
-    out = tmp_path / f"{name}.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
-        cwd=str(NOTEBOOKS), kernel_name="python3", progress_bar=False,
-    )
-    return json.loads(out.read_text())
-
-
-def outputs_text(notebook: dict) -> str:
-    """All text a reader would see in the executed notebook."""
-    parts = []
-    for cell in notebook["cells"]:
-        for output in cell.get("outputs", []):
-            parts.append("".join(output.get("text", "")))
-            parts.append("".join(output.get("data", {}).get("text/plain", "")))
-    return "\n".join(parts)
+from notebook_run import execute, outputs_text
 
 
 @pytest.mark.notebook
 def test_00_setup(tmp_path):
-    notebook = execute("00_setup", tmp_path, max_tokens=24)
+    notebook = execute("00_setup", tmp_path / "00_setup.ipynb", max_tokens=24)
     text = outputs_text(notebook)
     assert "Traceback" not in text
     assert "SmolLM2-135M-Instruct answered in" in text
@@ -52,7 +27,7 @@ def test_01_traced_gsm8k_eval(tmp_path, monkeypatch):
     from helpers.tracing import open_local_traces
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))  # the kernel inherits it
-    notebook = execute("01_traced_gsm8k_eval", tmp_path, num_examples=4, rollouts_per_example=2,
+    notebook = execute("01_traced_gsm8k_eval", tmp_path / "01.ipynb", num_examples=4, rollouts_per_example=2,
                        max_tokens=96)
     text = outputs_text(notebook)
     for noise in ("Traceback", "Event loop is closed", "Warning", "WARNING"):

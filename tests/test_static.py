@@ -89,10 +89,22 @@ def _attribute_chain(node: ast.AST) -> list[str] | None:
 MODULES = {"vf": "verifiers", "verifiers": "verifiers", "weave": "weave", "helpers": "helpers"}
 
 
-def _resolve(chain: list[str]):
+def _imported_names(tree: ast.AST) -> dict[str, str]:
+    """`from helpers import grpo` / `from helpers.trace_views import calls_table`: name -> dotted path."""
+    return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in MODULES.values()
+            for alias in node.names}
+
+
+def _resolve(chain: list[str], modules: dict[str, str] = MODULES):
     import importlib
 
-    obj = importlib.import_module(MODULES[chain[0]])
+    path = modules[chain[0]]
+    try:
+        obj = importlib.import_module(path)
+    except ModuleNotFoundError:  # a function or class, not a module
+        parent, _, attribute = path.rpartition(".")
+        obj = getattr(importlib.import_module(parent), attribute)
     for name in chain[1:]:
         obj = getattr(obj, name)
     return obj
@@ -106,21 +118,23 @@ def _accepts(func, keyword: str) -> bool:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_api_drift(path):
-    """Every vf.*, weave.* and helpers.* name a notebook uses exists, and takes the keywords passed."""
+    """Every vf.*, weave.* and helpers.* name a notebook uses (also through `from helpers.x import y`)
+    exists, and takes the keywords passed."""
     import verifiers as vf
 
     tree = ast.parse(code(path))
+    modules = {**MODULES, **_imported_names(tree)}
     for node in ast.walk(tree):
         chain = _attribute_chain(node) if isinstance(node, ast.Attribute) else None
-        if chain and chain[0] in MODULES:
-            assert _resolve(chain) is not None, f"{'.'.join(chain)} does not exist"
+        if chain and chain[0] in modules:
+            assert _resolve(chain, modules) is not None, f"{'.'.join(chain)} does not exist"
         if isinstance(node, ast.Call):
             func_chain = _attribute_chain(node.func)
             if func_chain == ["helpers", "in_worker_thread"] and node.args:  # in_worker_thread(env.evaluate, ...)
                 func_chain = _attribute_chain(node.args[0]) or func_chain
                 target = getattr(vf.Environment, func_chain[-1])
-            elif func_chain and func_chain[0] in MODULES:
-                target = _resolve(func_chain)
+            elif func_chain and func_chain[0] in modules:
+                target = _resolve(func_chain, modules)
             elif func_chain and func_chain[-1] in ("evaluate", "generate"):  # env.evaluate(...)
                 target = getattr(vf.Environment, func_chain[-1])
             else:
