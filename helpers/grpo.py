@@ -3,7 +3,7 @@
 The pieces notebook 02 calls, in order:
 
 - `choose_backend("auto")`: "cpu" with fewer than 2 CUDA GPUs, "verifiers" otherwise;
-- `GRPOSettings`: every knob in one place (defaults = the run measured in DESIGN.md);
+- `GRPOSettings`: every knob in one place (defaults = the run measured with scripts/bench_grpo.py);
 - `RubricRewards(env.rubric)`: the adapter from a verifiers rubric to TRL reward functions. One
   `rubric.score_rollouts` call per batch (traced by Weave's verifiers integration), one TRL reward
   function per rubric component (so TRL logs each one), TRL's weights = the rubric's weights, so
@@ -11,6 +11,8 @@ The pieces notebook 02 calls, in order:
   is logged, counted in the metrics and kept in the traced batch call, and training goes on;
 - `build_trainer(env, settings)` and `train(trainer)`: resumes from the last checkpoint of the same
   settings, logs to wandb, saves the final model to runs/grpo/<run_name>/final;
+- `eval_setup` and `evaluate_checkpoint`: before/after on the same held-out examples, sampling and
+  server (the starting weights and the trained ones, both served by `HFModelServer`);
 - `metrics_table`, `plot_metrics`, `learning_summary`, `weight_change`, `compare_evals`,
   `plot_before_after`: what the notebook shows.
 """
@@ -81,21 +83,23 @@ def choose_backend(backend: str = "auto", gpus: int | None = None) -> str:
 
 @dataclass
 class GRPOSettings:
-    """The CPU run. Defaults: the run measured on 2 cores (format reward 0.07 -> 0.98 in ~15 min)."""
+    """The CPU run. Defaults: the run measured on 2 idle cores (seed 0, 20 steps in 18 min: reward
+    0.20 -> 0.44 over the first/last 5 steps, format 0.40 -> 0.88; scripts/bench_grpo.py)."""
 
-    max_steps: int = 28
+    max_steps: int = 20
     prompts_per_step: int = 2
     num_generations: int = 4  # completions per prompt: the "group" that advantages are relative to
     max_completion_tokens: int = 200  # with 128 most completions stop before '####': no signal
     max_prompt_tokens: int = 256
-    learning_rate: float = 1e-5
+    learning_rate: float = 5e-5  # 1e-5 moved the reward only 0.10 -> 0.18 in 22 steps (measured)
     beta: float = 0.0  # KL penalty; > 0 loads a reference model and logs KL
     temperature: float = 0.9
     seed: int = 0
     variant: str = "hash"  # the reward the 135M model sometimes earns
     num_train_examples: int = 500
     save_steps: int = 10
-    bf16: bool = True  # bf16 autocast on CPU, as measured
+    # float32: bf16 autocast made generation ~35% slower on a 2-core AVX-512 CPU without AMX (measured)
+    bf16: bool = False
     threads: int | None = None  # torch threads; None = the cores not busy with other work
     run_name: str = "02_grpo_cpu"
 
@@ -460,6 +464,13 @@ def metrics_table(log_history: list[dict]) -> pd.DataFrame:
     return frame.drop_duplicates("step", keep="last").set_index("step") if len(frame) else frame
 
 
+def logged_steps(history: pd.DataFrame) -> list[int]:
+    """The training steps a wandb history (helpers.wandb_history) holds a reward for."""
+    if "train/reward" not in history:
+        return []
+    return sorted(int(step) for step in history.dropna(subset=["train/reward"])["train/global_step"].unique())
+
+
 def learning_summary(metrics: pd.DataFrame, n: int = 5, column: str = "reward") -> dict:
     """Mean of `column` over the first n and the last n logged steps, and the difference."""
     values = metrics[column].dropna()
@@ -522,9 +533,11 @@ def weight_change(before_dir: str | Path, after_dir: str | Path) -> dict:
 
 
 def compare_evals(runs: dict) -> pd.DataFrame:
-    """One row per labelled EvalRun: model, endpoint, examples, mean reward and each metric."""
+    """One row per labelled EvalRun (None is skipped): model, endpoint, examples, reward, each metric."""
     rows = []
     for label, run in runs.items():
+        if run is None:
+            continue
         summary = run.summary
         row = {"run": label, "model": run.info.get("model"), "endpoint": run.info.get("endpoint"),
                "examples": run.info.get("params", {}).get("num_examples"), "rollouts": len(run.rollouts)}
@@ -563,18 +576,18 @@ class EvalSetup:
     num_examples: int
     rollouts_per_example: int
     sampling_args: dict
-    before: Any | None  # an EvalRun reused from notebook 01, or None: evaluate "before" here
+    reference: Any | None  # notebook 01's EvalRun of the same task (llama.cpp), shown beside before/after
     source: str  # in words: where the setup came from
 
 
 def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_tokens: int,
                seed: int = 0, system_prompt: str | None = None) -> EvalSetup:
-    """Reuse notebook 01's saved run when there is one (same examples, same sampling); otherwise
-    (e.g. a fresh clone running this notebook alone) describe an evaluation to run here.
+    """Reuse notebook 01's examples and sampling when it saved a run; otherwise (e.g. a fresh clone
+    running this notebook alone) take the first `num_eval_examples` test examples.
 
     At most `num_eval_examples` examples are kept: GSM8K subsets are a shuffle with `seed` and then
     the first n rows, so the first k of 01's examples are exactly the examples of n=k.
-    A custom `system_prompt` changes the task, so 01's results are then not reused as "before".
+    01's results are kept as `reference` when they are of the same task (variant and prompt).
     """
     extra = {"system_prompt": system_prompt} if system_prompt else {}
     from helpers.evaluation import EvalRun, load_eval_run, summarize
@@ -597,31 +610,17 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
                        if c in rollouts]
             info = {**saved.info, "summary": summarize(rollouts, metrics),
                     "params": {**params, "num_examples": n}}
-            setup.before = EvalRun(name=saved.name, rollouts=rollouts, info=info)
+            setup.reference = EvalRun(name=saved.name, rollouts=rollouts, info=info)
             setup.source = f"notebook 01's saved run {saved.name!r} (its first {n} examples)"
         else:
-            setup.source = (f"notebook 01's examples, but its run used another prompt or variant "
-                            f"({env01.get('variant')!r}): 'before' is evaluated here with variant {variant!r}")
+            setup.source = (f"notebook 01's examples; its results are of another prompt or variant "
+                            f"({env01.get('variant')!r}), so they are not shown beside these")
         return setup
     env_args = {"variant": variant, "eval_split": "test", "num_eval_examples": num_eval_examples, "seed": seed,
                 **extra}
     return EvalSetup(env_args, num_eval_examples, 1, {"max_tokens": eval_max_tokens, "temperature": 0.0},
-                     None, f"no saved run {before_run!r} (run notebook 01 to reuse it): 'before' is "
-                     "evaluated here on the local endpoint")
-
-
-def evaluate_before(env, setup: EvalSetup, name: str = "02_before"):
-    """Notebook 01's run when `setup` holds one, else an evaluation of the local endpoint now."""
-    from helpers.endpoint import get_client
-    from helpers.evaluation import run_evaluation
-
-    if setup.before is not None:
-        return setup.before
-    run = run_evaluation(env, get_client(), name=name, num_examples=setup.num_examples,
-                         rollouts_per_example=setup.rollouts_per_example, max_concurrent=4,
-                         sampling_args=setup.sampling_args, env_args=setup.env_args)
-    run.save()
-    return run
+                     None, f"no saved run {before_run!r} (run notebook 01 to reuse its examples): the "
+                     f"first {num_eval_examples} test examples, greedy")
 
 
 def evaluate_checkpoint(env, model_dir: str | Path, setup: EvalSetup, name: str):
@@ -650,8 +649,13 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def base_model_dir(backend: str = "cpu") -> Path:
-    """The weights training started from (CPU backend: the converted SmolLM2 folder)."""
+def base_model_dir(backend: str = "cpu") -> Path | str:
+    """The weights training starts from: the converted SmolLM2 folder on the CPU backend, the
+    recipe's HF model id on the verifiers backend."""
+    if backend == "verifiers":
+        from helpers.gpu_plan import DEFAULT_MODEL
+
+        return DEFAULT_MODEL
     from helpers.gguf_convert import convert_gguf
 
     return convert_gguf(quiet=True)

@@ -165,7 +165,7 @@ def test_compare_evals_table():
                              "summary": {"reward": reward, "hash_format": reward,
                                          "accuracy": {"mean": 0.0, "ci95": [0.0, 0.5], "n": 1}}})
 
-    table = grpo.compare_evals({"before": run(0.1), "after": run(0.4)})
-    assert list(table.index) == ["before", "after"]
+    table = grpo.compare_evals({"before": run(0.1), "after": run(0.4), "notebook 01": None})
+    assert list(table.index) == ["before", "after"]  # a missing reference run is left out
     assert table.loc["after", "reward"] == 0.4
     grpo.plot_before_after(table)

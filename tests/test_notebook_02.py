@@ -76,9 +76,13 @@ def test_trace_store_holds_rubric_scoring_calls(executed):
 def test_before_after_table(executed):
     from helpers.evaluation import load_eval_run
 
-    after = load_eval_run(f"{RUN_NAME}_after")
+    before, after = load_eval_run(f"{RUN_NAME}_before"), load_eval_run(f"{RUN_NAME}_after")
     per_example = after.info["params"]["rollouts_per_example"]
     assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * per_example
+    # same examples, same sampling, same runtime: only training differs
+    assert list(before.rollouts["question"]) == list(after.rollouts["question"])
+    assert before.info["params"]["sampling_args"] == after.info["params"]["sampling_args"]
+    assert before.info["endpoint"] == after.info["endpoint"] == "local-transformers"
     text = outputs_text(executed["notebook"], html=True)
     assert "before" in text and "after" in text
     summary = executed["summary"]
@@ -90,3 +94,22 @@ def test_ci_parameters_exist():
     code = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     for name in CI_PARAMETERS:
         assert re.search(rf"^{name} = ", "".join(code[0]["source"]), re.MULTILINE), name
+
+
+def test_parameters_match_the_measured_defaults():
+    """The notebook's GRPO parameters are GRPOSettings' defaults: the run the header's figures describe."""
+    import ast
+    from dataclasses import fields
+
+    from helpers.grpo import GRPOSettings
+
+    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code")
+    assignments = [node for node in ast.parse("".join(cell["source"])).body
+                   if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)]
+    values = {node.targets[0].id: ast.literal_eval(node.value) for node in assignments}
+    defaults = GRPOSettings()
+    shared = [f.name for f in fields(GRPOSettings) if f.name in values]
+    assert len(shared) >= 8, shared
+    for name in shared:
+        default = getattr(defaults, name)
+        assert values[name] == default, f"{name}: notebook {values[name]!r}, GRPOSettings {default!r}"
