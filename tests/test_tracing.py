@@ -242,3 +242,21 @@ def test_unreachable_wandb_falls_back_to_local(tmp_path):
     result = tagged(out, "RESULT")
     assert result["mode"] == "local" and result["init_s"] < 20
     assert "could not be used" in result["describe"] and "stays local" in result["describe"]
+
+
+def test_weave_op_check_gives_the_same_answers_after_the_speed_up():
+    """helpers.tracing swaps weave's Python 3.11 `is_op` (a slow Protocol isinstance) for weave's
+    own 3.12+ hasattr check, in every weave module that imported it: same answers."""
+    import weave
+    from weave.trace import object_record
+    from weave.trace import op as weave_op
+
+    from helpers.tracing import _fast_op_check_on_python_311
+
+    def shout(text: str) -> str:
+        return text.upper()
+
+    candidates = [weave.op(shout), shout, object(), "text", weave_op]
+    expected = [weave_op.is_op(x) for x in candidates]
+    _fast_op_check_on_python_311()
+    assert [object_record.is_op(x) for x in candidates] == expected == [True, False, False, False, False]
