@@ -4,8 +4,8 @@ Checks what the notebook claims: the weights changed, the offline wandb run hold
 steps, the local trace store holds the rubric's scoring calls, and the before/after table exists.
 """
 
+import ast
 import json
-import re
 import time
 from pathlib import Path
 
@@ -89,24 +89,28 @@ def test_before_after_table(executed):
     assert summary["before_reward"] is not None and summary["after_reward"] is not None
 
 
+def parameters_cell_values() -> dict:
+    """`name = literal` assignments of the notebook's parameters cell (the first code cell)."""
+    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code")
+    assignments = [node for node in ast.parse("".join(cell["source"])).body
+                   if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)]
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in assignments}
+
+
 def test_ci_parameters_exist():
     """papermill only warns about a parameter the notebook lacks; CI's must all be real."""
-    code = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    values = parameters_cell_values()
     for name in CI_PARAMETERS:
-        assert re.search(rf"^{name} = ", "".join(code[0]["source"]), re.MULTILINE), name
+        assert name in values, name
 
 
 def test_parameters_match_the_measured_defaults():
     """The notebook's GRPO parameters are GRPOSettings' defaults: the run the header's figures describe."""
-    import ast
     from dataclasses import fields
 
     from helpers.grpo import GRPOSettings
 
-    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code")
-    assignments = [node for node in ast.parse("".join(cell["source"])).body
-                   if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)]
-    values = {node.targets[0].id: ast.literal_eval(node.value) for node in assignments}
+    values = parameters_cell_values()
     defaults = GRPOSettings()
     shared = [f.name for f in fields(GRPOSettings) if f.name in values]
     assert len(shared) >= 8, shared
