@@ -71,11 +71,20 @@ def _port_is_free(port: int) -> bool:
 class ChildServer:
     """Start/stop of an HTTP server in a child process, shared by the course's two model servers.
 
-    A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `log_path`
-    and `label`, and calls `_launch(argv)` from its start().
+    A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `label` and
+    `log_name`, and calls `_launch(argv)` from its start().
     """
 
     label = "model server"
+    log_name = "model-server"  # runs/logs/<log_name>-<port>.log
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return runs_dir("logs") / f"{self.log_name}-{self.port}.log"
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -151,15 +160,8 @@ class LocalModelServer(ChildServer):
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     startup_s: float | None = field(default=None, init=False)
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}/v1"
-
-    @property
-    def log_path(self) -> Path:
-        return runs_dir("logs") / f"llama-server-{self.port}.log"
-
     label = "llama.cpp server"
+    log_name = "llama-server"
 
     def start(self) -> Self:
         if self.is_running():

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Self
 
 from helpers.endpoint import HOST, ChildServer, Endpoint, EndpointError, free_port
-from helpers.paths import runs_dir
 
 
 @dataclass
@@ -48,15 +47,8 @@ class HFModelServer(ChildServer):
         self.model_dir = Path(self.model_dir)
         self.model_name = self.model_name or self.model_dir.name
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}/v1"
-
-    @property
-    def log_path(self) -> Path:
-        return runs_dir("logs") / f"hf-server-{self.port}.log"
-
     label = "model server"
+    log_name = "hf-server"
 
     def start(self) -> Self:
         if self.is_running():
