@@ -1,16 +1,11 @@
-"""The one small package behind the course notebooks. Notebooks call these; no logic hides in cells."""
+"""The helpers the course notebooks call: endpoint, data, environment, tracing entry points,
+evaluation records, views and exercise checks. What makes the course run locally (model servers,
+trace store, GGUF conversion) is in helpers.local; the multi-GPU launcher in helpers.gpu."""
 
 import pandas as _pd
+from gsm8k_course import GSM8KUnavailable, load_gsm8k
 
-from helpers.data import GSM8KUnavailable, load_gsm8k
-from helpers.endpoint import (
-    EndpointError,
-    LocalModelServer,
-    get_client,
-    start_local_server,
-    stop_local_server,
-    timed_chat,
-)
+from helpers.endpoint import Endpoint, EndpointError, get_client, timed_chat
 from helpers.env import build_gsm8k_env, quiet_library_logs
 from helpers.eval_views import (
     accuracy_table,
@@ -24,12 +19,12 @@ from helpers.eval_views import (
     vf_eval_command,
 )
 from helpers.evaluation import EvalRun, load_eval_run, record_evaluation, run_evaluation
+from helpers.install_check import hardware_summary, show_record, versions_table
 from helpers.modes import describe_modes
 from helpers.paths import display_path, runs_dir
-from helpers.sync import in_worker_thread
-from helpers.system import hardware_summary, show_record, versions_table
 from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget, wandb_history
 from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
+from helpers.worker_thread import in_worker_thread
 
 quiet_library_logs()
 # GSM8K text is full of dollar amounts: without this, JupyterLab typesets "$100 ... $20" in a
@@ -37,10 +32,10 @@ quiet_library_logs()
 _pd.set_option("display.html.use_mathjax", False)
 
 __all__ = [
+    "Endpoint",
     "EndpointError",
     "EvalRun",
     "GSM8KUnavailable",
-    "LocalModelServer",
     "TracingSession",
     "accuracy_table",
     "build_gsm8k_env",
@@ -66,8 +61,6 @@ __all__ = [
     "runs_dir",
     "show_record",
     "show_source",
-    "start_local_server",
-    "stop_local_server",
     "timed_chat",
     "trace_tree_widget",
     "upload_local_traces",

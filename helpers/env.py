@@ -1,6 +1,6 @@
 """The course's GSM8K environment, loaded the verifiers way (`vf.load_environment`).
 
-Its source of truth is environments/gsm8k_course/gsm8k_course.py, installed by
+Its source of truth is environments/gsm8k_course/gsm8k_course.py (which also loads GSM8K), installed by
 scripts/setup_env.sh; notebooks 01 and 02 and the GPU training script all load it from there.
 """
 

@@ -12,7 +12,7 @@ import verifiers as vf
 from IPython.display import Markdown
 
 from helpers.evaluation import EvalRun
-from helpers.sync import run_sync
+from helpers.worker_thread import run_sync
 
 METRIC_LABELS = {
     "correct_answer": "correct answer",

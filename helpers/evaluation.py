@@ -27,7 +27,7 @@ import verifiers as vf
 from helpers.endpoint import Endpoint
 from helpers.modes import describe_modes
 from helpers.paths import runs_dir
-from helpers.sync import in_worker_thread
+from helpers.worker_thread import in_worker_thread
 
 
 @dataclass

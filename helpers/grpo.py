@@ -36,7 +36,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.paths import runs_dir
-from helpers.sync import run_sync
+from helpers.worker_thread import run_sync
 
 log = logging.getLogger("helpers.grpo")
 BACKENDS = ("auto", "cpu", "verifiers")
@@ -53,19 +53,12 @@ class TrainingOutOfMemory(RuntimeError):
 # ----------------------------------------------------------------------------- backend
 
 
-def cuda_gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken CUDA install counts as no GPU
-        return 0
-
-
 def choose_backend(backend: str = "auto", gpus: int | None = None) -> str:
     """"cpu" or "verifiers". "auto" picks "verifiers" only with 2 or more CUDA GPUs."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+    from helpers.install_check import cuda_gpu_count
+
     gpus = cuda_gpu_count() if gpus is None else gpus
     if backend == "auto":
         return "verifiers" if gpus >= 2 else "cpu"
@@ -73,7 +66,7 @@ def choose_backend(backend: str = "auto", gpus: int | None = None) -> str:
         raise BackendUnavailable(
             f"backend='verifiers' needs at least 2 CUDA GPUs (one for the vLLM inference server, "
             f"one for training), and this machine has {gpus}. Use backend='auto' or 'cpu' to train "
-            "on the CPU with TRL instead; helpers.gpu_plan shows the GPU recipe without running it."
+            "on the CPU with TRL instead; helpers.gpu.launcher shows the GPU recipe without running it."
         )
     return backend
 
@@ -318,7 +311,7 @@ def build_trainer(env, settings: GRPOSettings, model_dir: str | Path | None = No
     import torch
     from trl import GRPOConfig
 
-    from helpers.gguf_convert import convert_gguf, load_converted
+    from helpers.local.gguf_convert import convert_gguf, load_converted
 
     if settings.num_generations < 2:
         raise ValueError("num_generations must be at least 2: GRPO compares completions within a group.")
@@ -626,7 +619,7 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
 def evaluate_checkpoint(env, model_dir: str | Path, setup: EvalSetup, name: str):
     """Serve a transformers checkpoint on an OpenAI-compatible endpoint and evaluate it like 01 did."""
     from helpers.evaluation import run_evaluation
-    from helpers.hf_server import HFModelServer
+    from helpers.local.hf_server import HFModelServer
 
     with HFModelServer(Path(model_dir), model_name=name, threads=default_threads()) as server:
         run = run_evaluation(env, server.endpoint(), name=name, num_examples=setup.num_examples,
@@ -653,9 +646,33 @@ def base_model_dir(backend: str = "cpu") -> Path | str:
     """The weights training starts from: the converted SmolLM2 folder on the CPU backend, the
     recipe's HF model id on the verifiers backend."""
     if backend == "verifiers":
-        from helpers.gpu_plan import DEFAULT_MODEL
+        from helpers.gpu.launcher import DEFAULT_MODEL
 
         return DEFAULT_MODEL
-    from helpers.gguf_convert import convert_gguf
+    from helpers.local.gguf_convert import convert_gguf
 
     return convert_gguf(quiet=True)
+
+
+def gpu_train_result(plan, wall_s: float):
+    """A helpers.grpo.TrainResult for a finished verifiers run, read from its trainer_state.json."""
+    from helpers.gpu.launcher import merge_lora
+
+    checkpoint = last_checkpoint(plan.output_dir)
+    state_file = (checkpoint or plan.output_dir) / "trainer_state.json"
+    history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
+    return TrainResult(model_dir=merge_lora(plan.output_dir / "final", plan.model),
+                       metrics=metrics_table(history), wall_s=wall_s, resumed_from=None,
+                       wandb_dir=None, peak_rss_gb=peak_rss_gb())
+
+
+def run_and_collect(plan):
+    """run_plan, then the run's metrics and merged final model as a helpers.grpo.TrainResult."""
+    from helpers.gpu.launcher import run_plan
+
+    started = time.monotonic()
+    code = run_plan(plan)
+    if code != 0:
+        raise RuntimeError(f"verifiers training exited with code {code}; see {plan.log_dir / 'vf-train.log'}. "
+                           "Running the cell again resumes from the last checkpoint.")
+    return gpu_train_result(plan, time.monotonic() - started)

@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.local.trace_store import scrub
 from helpers.paths import runs_dir
-from helpers.trace_store import scrub
 from helpers.tracing import TracingSession, init_tracing
 
 MAX_SHOWN_CHARS = 4000  # per inputs/outputs block, so a long trace stays readable

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.local.trace_store import LocalTraceServer, replay, scrub
 from helpers.modes import wandb_key_set
 from helpers.paths import runs_dir
-from helpers.trace_store import LocalTraceServer, replay, scrub
 
 DEFAULT_PROJECT = "verifiers-course"
 LOCAL_ENTITY = "local"  # traces stored locally live in project "local/<project>"

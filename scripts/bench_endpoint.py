@@ -21,7 +21,7 @@ from pathlib import Path
 
 import openai
 
-from helpers.endpoint import LOCAL_MODEL_NAME, LocalModelServer
+from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 TOKENS = 128
 PROMPT = "Write a short story about a robot who learns to count."

@@ -15,8 +15,8 @@ import time
 
 import openai
 
-from helpers import LocalModelServer, build_gsm8k_env
-from helpers.endpoint import LOCAL_MODEL_NAME
+from helpers import build_gsm8k_env
+from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.base_url, args.rollouts, args.max_tokens)))
         return
 
-    from helpers.endpoint import LocalModelServer
+    from helpers.local.llama_server import LocalModelServer
 
     results: dict[str, list[dict]] = {"untraced": [], "traced": []}
     with tempfile.TemporaryDirectory() as runs_dir, LocalModelServer(parallel=4) as server:

@@ -25,7 +25,7 @@ def gsm8k_dir() -> Path:
 @pytest.fixture(scope="session")
 def local_server():
     """One real llama.cpp server (SmolLM2-135M) for the whole session, stopped at the end."""
-    from helpers.endpoint import LocalModelServer
+    from helpers.local.llama_server import LocalModelServer
 
     with LocalModelServer(parallel=4, startup_timeout_s=180) as server:  # generous on a busy runner
         yield server

@@ -4,8 +4,7 @@ import time
 import pytest
 import verifiers as vf
 from datasets import Dataset
-
-from helpers.data import GSM8KUnavailable, _raw_from_dir, load_gsm8k
+from gsm8k_course import GSM8KUnavailable, _raw_from_dir, load_gsm8k
 
 
 @pytest.mark.parametrize("n", [None, 5])
@@ -30,7 +29,7 @@ def test_hub_source_uses_openai_gsm8k(gsm8k_dir, monkeypatch):
         return raw.add_column("extra", [0] * len(raw))
 
     monkeypatch.delenv("GSM8K_DIR")
-    monkeypatch.setattr("helpers.data._hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr("gsm8k_course._hub_reachable", lambda timeout=3.0: True)
     monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
     hub = load_gsm8k("train", n=4)
     monkeypatch.setenv("GSM8K_DIR", str(gsm8k_dir))

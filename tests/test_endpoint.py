@@ -4,7 +4,8 @@ import subprocess
 import openai
 import pytest
 
-from helpers.endpoint import LOCAL_MODEL_NAME, EndpointError, LocalModelServer, get_client
+from helpers.endpoint import LOCAL_MODEL_NAME, EndpointError, get_client
+from helpers.local.llama_server import LocalModelServer
 
 
 def test_chat_n2_and_logprobs(local_client):
@@ -62,8 +63,8 @@ def test_get_client_prefers_base_url_and_reports_unreachable(monkeypatch):
 
 
 def test_get_client_local(local_server, capsys, monkeypatch):
-    monkeypatch.setattr("helpers.endpoint._shared_server", local_server)
-    client, model = get_client()
-    assert model == LOCAL_MODEL_NAME
+    monkeypatch.setattr("helpers.local.llama_server._shared_server", local_server)
+    endpoint = get_client()
+    assert endpoint.model == LOCAL_MODEL_NAME
     assert "local llama.cpp server at http://127.0.0.1" in capsys.readouterr().out
-    assert isinstance(client, openai.OpenAI)
+    assert isinstance(endpoint.client, openai.OpenAI)

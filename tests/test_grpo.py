@@ -78,7 +78,7 @@ def test_conversion_matches_the_llama_cpp_server(local_server):
     import openai
 
     from helpers.endpoint import Endpoint
-    from helpers.gguf_convert import check_against_server, convert_gguf
+    from helpers.local.gguf_convert import check_against_server, convert_gguf
 
     folder = convert_gguf()
     config = json.loads((folder / "config.json").read_text())
@@ -100,7 +100,7 @@ def test_conversion_matches_the_llama_cpp_server(local_server):
 def test_tokenizer_has_no_extra_bos_or_token_type_ids():
     from transformers import AutoTokenizer
 
-    from helpers.gguf_convert import convert_gguf
+    from helpers.local.gguf_convert import convert_gguf
 
     tokenizer = AutoTokenizer.from_pretrained(convert_gguf(quiet=True))
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
@@ -114,7 +114,7 @@ class _InterruptAfterFirstSave(TrainerCallback):
 
 
 def test_interrupted_run_resumes_from_last_checkpoint(env, tmp_path, monkeypatch):
-    from helpers.gguf_convert import convert_gguf
+    from helpers.local.gguf_convert import convert_gguf
 
     model_dir = convert_gguf(quiet=True)  # the shared cache, before runs/ moves to tmp
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path))

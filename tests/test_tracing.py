@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.trace_store import LocalTraceServer, read_records, replay, wal_files
+from helpers.local.trace_store import LocalTraceServer, read_records, replay, wal_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "tracing-test"

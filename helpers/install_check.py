@@ -1,4 +1,4 @@
-"""What is installed and what hardware the course will use: the install check of notebook 00."""
+"""The install check of notebook 00: what is installed (vs the pins) and what hardware the course will use."""
 
 from __future__ import annotations
 
@@ -40,10 +40,17 @@ def versions_table() -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("package")
 
 
-def hardware_summary() -> pd.DataFrame:
+def cuda_gpu_count() -> int:
     import torch
 
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - a broken CUDA install counts as no GPU
+        return 0
+
+
+def hardware_summary() -> pd.DataFrame:
+    gpus = cuda_gpu_count()
     memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     rows = {
         "python": platform.python_version(),

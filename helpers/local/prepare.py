@@ -1,4 +1,4 @@
-"""`python -m helpers.prepare`: get the local model ready once (binder's postBuild runs it).
+"""`python -m helpers.local.prepare`: get the local model ready once (binder's postBuild runs it).
 
 Starts and stops the llama.cpp server (the packaged GGUF loads), then converts the GGUF to the
 transformers folder that notebook 02 trains, so that no notebook spends its first minute on it.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from helpers.endpoint import LocalModelServer
-    from helpers.gguf_convert import convert_gguf
+    from helpers.local.gguf_convert import convert_gguf
+    from helpers.local.llama_server import LocalModelServer
 
     with LocalModelServer(parallel=1) as server:
         print(f"prepare: llama.cpp server ready in {server.startup_s:.1f} s")

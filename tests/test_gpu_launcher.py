@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import gpu_plan, grpo
+from helpers import grpo
+from helpers.gpu import launcher as gpu_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +64,7 @@ def test_checks_say_what_is_missing_on_a_cpu_machine():
 def test_run_plan_refuses_without_gpus_and_starts_nothing(monkeypatch):
     started = []
     monkeypatch.setattr(gpu_plan.subprocess, "Popen", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(grpo, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr("helpers.install_check.cuda_gpu_count", lambda: 0)
     with pytest.raises(RuntimeError, match="cannot start here"):
         gpu_plan.run_plan(gpu_plan.build_plan(run_name="plan_test"))
     assert started == []

@@ -1,15 +1,7 @@
-"""An OpenAI-compatible server for a transformers checkpoint, in a child process on 127.0.0.1.
+"""Process entry point of helpers.local.hf_server.HFModelServer: an OpenAI-compatible server for a
+transformers checkpoint on 127.0.0.1 (`GET /v1/models`, `POST /v1/chat/completions`).
 
-The trained model is a transformers folder, not a GGUF, so llama.cpp cannot serve it. This server
-answers the two calls the course needs, `GET /v1/models` and `POST /v1/chat/completions`, so the
-trained checkpoint is evaluated with helpers.evaluation exactly like any other endpoint.
-
-Requests that arrive together are generated as one batch (left-padded), which is what makes an
-evaluation with `max_concurrent > 1` faster on a CPU. Usage:
-
-    with HFModelServer("runs/grpo/02_grpo_cpu/final") as server:
-        endpoint = server.endpoint()
-        run = run_evaluation(env, endpoint, name=..., num_examples=...)
+Started by path (`python -P helpers/local/hf_child.py ...`), so it imports no course code.
 """
 
 from __future__ import annotations
@@ -18,57 +10,13 @@ import argparse
 import json
 import os
 import queue
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Self
 
-from helpers.endpoint import HOST, ChildServer, Endpoint, EndpointError, free_port
-
-
-@dataclass
-class HFModelServer(ChildServer):
-    """Handle on the child process: start()/stop(), or use it as a context manager."""
-
-    model_dir: Path
-    model_name: str | None = None  # what /v1/models lists; default: the folder name
-    port: int | None = None
-    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
-    max_batch: int = 8
-    startup_timeout_s: float = 180.0
-    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
-
-    def __post_init__(self):
-        self.model_dir = Path(self.model_dir)
-        self.model_name = self.model_name or self.model_dir.name
-
-    label = "model server"
-    log_name = "hf-server"
-
-    def start(self) -> Self:
-        if self.is_running():
-            return self
-        if not (self.model_dir / "config.json").is_file():
-            raise EndpointError(f"No transformers model in {self.model_dir} (config.json is missing).")
-        self.port = self.port or free_port()
-        self._launch(["helpers.hf_server", "--model", str(self.model_dir), "--name", self.model_name,
-                      "--port", str(self.port), "--threads", str(self.threads),
-                      "--max-batch", str(self.max_batch)])
-        return self
-
-    def endpoint(self) -> Endpoint:
-        import openai
-
-        client = openai.OpenAI(base_url=self.base_url, api_key="local", timeout=1800, max_retries=0)
-        return Endpoint(client=client, model=self.model_name, kind="local-transformers", base_url=self.base_url)
-
-
-# ----------------------------------------------------------------------------- the child process
+HOST = "127.0.0.1"
 
 
 class _Generator:

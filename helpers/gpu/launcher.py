@@ -74,7 +74,7 @@ class LaunchPlan:
 
     def checks(self, gpus: int | None = None) -> pd.DataFrame:
         """One row per requirement: ok or not, and what to do. Nothing is started."""
-        from helpers.grpo import cuda_gpu_count
+        from helpers.install_check import cuda_gpu_count
 
         gpus = cuda_gpu_count() if gpus is None else gpus
         rows = [("2+ CUDA GPUs", gpus >= 2, f"{gpus} found",
@@ -216,27 +216,3 @@ def merge_lora(final_dir: str | Path, base_model: str = DEFAULT_MODEL) -> Path:
     model.merge_and_unload().save_pretrained(merged_dir)
     AutoTokenizer.from_pretrained(base_model).save_pretrained(merged_dir)
     return merged_dir
-
-
-def gpu_train_result(plan: LaunchPlan, wall_s: float):
-    """A helpers.grpo.TrainResult for a finished verifiers run, read from its trainer_state.json."""
-    import json
-
-    from helpers.grpo import TrainResult, last_checkpoint, metrics_table, peak_rss_gb
-
-    checkpoint = last_checkpoint(plan.output_dir)
-    state_file = (checkpoint or plan.output_dir) / "trainer_state.json"
-    history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
-    return TrainResult(model_dir=merge_lora(plan.output_dir / "final", plan.model),
-                       metrics=metrics_table(history), wall_s=wall_s, resumed_from=None,
-                       wandb_dir=None, peak_rss_gb=peak_rss_gb())
-
-
-def run_and_collect(plan: LaunchPlan):
-    """run_plan, then the run's metrics and merged final model as a helpers.grpo.TrainResult."""
-    started = time.monotonic()
-    code = run_plan(plan)
-    if code != 0:
-        raise RuntimeError(f"verifiers training exited with code {code}; see {plan.log_dir / 'vf-train.log'}. "
-                           "Running the cell again resumes from the last checkpoint.")
-    return gpu_train_result(plan, time.monotonic() - started)

@@ -43,7 +43,7 @@ def converted_model_dir(name: str = DEFAULT_NAME) -> Path:
 def convert_gguf(gguf_path: str | Path | None = None, name: str = DEFAULT_NAME,
                  force: bool = False, quiet: bool = False) -> Path:
     """The transformers folder for `gguf_path` (default: the packaged SmolLM2), converting it once."""
-    from helpers.endpoint import packaged_model_path
+    from helpers.local.llama_server import packaged_model_path
 
     gguf_path = Path(gguf_path or packaged_model_path())
     out = converted_model_dir(name)

@@ -1,6 +1,6 @@
 """Process entry point that serves a GGUF model with llama.cpp's own HTTP server.
 
-Started by helpers.endpoint.LocalModelServer as `python -m helpers._llama_server ...`;
+Started by helpers.local.llama_server.LocalModelServer as `python -P helpers/local/llama_child.py ...`;
 it runs in its own process so that the notebook kernel stays responsive, a kernel restart
 does not leave a server behind, and stopping it frees the port at once.
 """

@@ -1,0 +1,1 @@
+"""The multi-GPU backend of notebook 02: verifiers' own GRPOTrainer with a vLLM server (>= 2 GPUs)."""

