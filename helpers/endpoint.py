@@ -58,9 +58,8 @@ def get_client(model: str | None = None, base_url: str | None = None, *,
         client = openai.OpenAI(api_key=api_key, timeout=600, max_retries=2)
         base_url = str(client.base_url)
     else:
-        server = start_local_server()
-        kind, model, base_url = "local", LOCAL_MODEL_NAME, server.base_url
-        client = openai.OpenAI(base_url=base_url, api_key="local", timeout=600, max_retries=2)
+        local = start_local_server().endpoint()
+        kind, model, base_url, client = local.kind, local.model, local.base_url, local.client
     if check or (kind == "custom" and not model):
         listed = _list_models(client, base_url)
         model = model or listed[0]

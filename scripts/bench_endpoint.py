@@ -50,7 +50,7 @@ def main() -> None:
     rows.append(("server start-up (s, median)", f"{statistics.median(startups):.2f}", "<= 15"))
 
     with LocalModelServer(parallel=4) as server:
-        client = openai.OpenAI(base_url=server.base_url, api_key="local")
+        client = server.endpoint().client
         stream_tokens_per_s(client)  # warm-up
         single = [stream_tokens_per_s(client) for _ in range(args.repeats)]
         rate = statistics.median(tokens / seconds for tokens, seconds in single)

@@ -29,7 +29,7 @@ def main() -> None:
     rows = []
     for slots in (4, 8):
         with LocalModelServer(parallel=slots) as server:
-            client = openai.OpenAI(base_url=server.base_url, api_key="local")
+            client = server.endpoint().client
             for concurrency in (1, 4, 8):
                 started = time.monotonic()
                 out = env.evaluate(client, LOCAL_MODEL_NAME, sampling_args=sampling,

@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+SERVER_KEY_ENV = "COURSE_BENCH_SERVER_KEY"  # the local server's per-start key, for the child processes
+
+
 def _noop(x: int) -> int:
     return x
 
@@ -39,7 +42,7 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
         from helpers.tracing import init_tracing
 
         session = init_tracing(f"bench-{os.getpid()}", quiet=True)  # a fresh store per run
-    client = openai.OpenAI(base_url=base_url, api_key="local")
+    client = openai.OpenAI(base_url=base_url, api_key=os.environ[SERVER_KEY_ENV])
     env = build_gsm8k_env(variant="hash", num_examples=1, num_eval_examples=rollouts)
     started, cpu_started = time.perf_counter(), time.process_time()
     out = env.evaluate(client, "SmolLM2-135M-Instruct", num_examples=rollouts, rollouts_per_example=1,
@@ -65,13 +68,13 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
     return result
 
 
-def run_child(mode: str, base_url: str, args, runs_dir: str) -> dict:
-    env = {**os.environ, "COURSE_RUNS_DIR": runs_dir, "PYTHONPATH": str(ROOT)}
+def run_child(mode: str, server, args, runs_dir: str) -> dict:
+    env = {**os.environ, "COURSE_RUNS_DIR": runs_dir, "PYTHONPATH": str(ROOT), SERVER_KEY_ENV: server.api_key}
     shared_gsm8k = ROOT.parent / "shared" / "data" / "gsm8k"  # offline copy, as the tests use
     if not env.get("GSM8K_DIR") and shared_gsm8k.is_dir():
         env["GSM8K_DIR"] = str(shared_gsm8k)
     env.pop("WANDB_API_KEY", None)  # the benchmark measures the local store
-    cmd = [sys.executable, __file__, "--child", mode, "--base-url", base_url,
+    cmd = [sys.executable, __file__, "--child", mode, "--base-url", server.base_url,
            "--rollouts", str(args.rollouts), "--max-tokens", str(args.max_tokens)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
     if out.returncode != 0:
@@ -95,10 +98,10 @@ def main() -> None:
 
     results: dict[str, list[dict]] = {"untraced": [], "traced": []}
     with tempfile.TemporaryDirectory() as runs_dir, LocalModelServer(parallel=4) as server:
-        run_child("untraced", server.base_url, argparse.Namespace(rollouts=2, max_tokens=8), runs_dir)  # warm-up
+        run_child("untraced", server, argparse.Namespace(rollouts=2, max_tokens=8), runs_dir)  # warm-up
         for _ in range(args.repeats):
             for mode in ("untraced", "traced"):
-                results[mode].append(run_child(mode, server.base_url, args, runs_dir))
+                results[mode].append(run_child(mode, server, args, runs_dir))
                 print(f"  {mode:9s} {json.dumps(results[mode][-1])}", file=sys.stderr, flush=True)
 
     untraced = statistics.median(r["eval_s"] for r in results["untraced"])

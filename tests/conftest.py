@@ -35,4 +35,4 @@ def local_server():
 def local_client(local_server):
     import openai
 
-    return openai.OpenAI(base_url=local_server.base_url, api_key="local")
+    return openai.OpenAI(base_url=local_server.base_url, api_key=local_server.api_key)

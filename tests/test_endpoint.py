@@ -1,7 +1,13 @@
+import json
 import socket
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 
 import openai
+import psutil
 import pytest
 
 from helpers.endpoint import LOCAL_MODEL_NAME, EndpointError, get_client
@@ -68,3 +74,132 @@ def test_get_client_local(local_server, capsys, monkeypatch):
     assert endpoint.model == LOCAL_MODEL_NAME
     assert "local llama.cpp server at http://127.0.0.1" in capsys.readouterr().out
     assert isinstance(endpoint.client, openai.OpenAI)
+
+
+# ---------------------------------------------------------------- faults: orphans, interrupts, web pages
+
+STARTS_A_SERVER = {  # python code that starts each server (a child of that python process)
+    "llama.cpp": "from helpers import get_client; get_client(quiet=True)",
+    "transformers": ("from helpers.local.gguf_convert import convert_gguf; "
+                     "from helpers.local.hf_server import HFModelServer; HFModelServer(convert_gguf(quiet=True)).start()"),
+}
+CHILD_SCRIPTS = {"llama.cpp": "llama_child.py", "transformers": "hf_child.py"}
+
+
+def _server_children(process: psutil.Process, script: str) -> list[psutil.Process]:
+    found = []
+    for child in process.children(recursive=True):
+        try:
+            if any(arg.endswith(script) for arg in child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _wait_for(predicate, timeout_s: float, every_s: float = 0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every_s)
+    return predicate()
+
+
+@pytest.mark.parametrize("kind", ["llama.cpp", "transformers"])
+def test_server_exits_when_its_parent_is_killed_during_start_up(kind):
+    """A kernel killed (SIGKILL) while the model is still loading leaves no server behind."""
+    if kind == "transformers":
+        from helpers.local.gguf_convert import convert_gguf
+
+        convert_gguf(quiet=True)  # the conversion is cached; the kill must hit the server's start-up
+    parent = subprocess.Popen([sys.executable, "-c", STARTS_A_SERVER[kind]], stdin=subprocess.DEVNULL)
+    watched = psutil.Process(parent.pid)
+    try:
+        servers = _wait_for(lambda: _server_children(watched, CHILD_SCRIPTS[kind]), timeout_s=120)
+        assert servers, f"the {kind} server process never appeared"
+        parent.kill()  # as soon as the server process exists: mid start-up
+        parent.wait()
+        gone = _wait_for(lambda: not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers),
+                         timeout_s=5)
+        assert gone, f"the {kind} server outlived its killed parent: {[s.pid for s in servers]}"
+    finally:
+        parent.kill()
+        for server in _server_children(watched, CHILD_SCRIPTS[kind]) if parent.poll() is None else []:
+            server.kill()
+
+
+INTERRUPTED_THEN_RERUN = """
+import os, signal, threading, time
+import psutil
+from helpers import get_client
+
+me = psutil.Process()
+def interrupt_when_the_server_appears():
+    while not [c for c in me.children() if any(a.endswith("llama_child.py") for a in c.cmdline())]:
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C / kernel interrupt during the first start-up
+threading.Thread(target=interrupt_when_the_server_appears, daemon=True).start()
+try:
+    get_client(quiet=True)
+    print("NOT INTERRUPTED")
+except KeyboardInterrupt:
+    pass
+get_client(quiet=True)  # the rerun
+time.sleep(1)
+servers = [c for c in me.children() if c.status() != psutil.STATUS_ZOMBIE
+           and any(a.endswith("llama_child.py") for a in c.cmdline())]
+print("SERVERS", len(servers))
+"""
+
+
+def test_an_interrupted_first_start_then_a_rerun_leaves_one_server():
+    out = subprocess.run([sys.executable, "-c", INTERRUPTED_THEN_RERUN], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "NOT INTERRUPTED" not in out.stdout
+    assert "SERVERS 1" in out.stdout, out.stdout
+
+
+def _request(url: str, headers: dict, method: str = "GET", body: bytes | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, headers=headers, method=method, data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return reply.status, dict(reply.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers)
+
+
+def _assert_refuses_web_pages_and_keyless_requests(server, model: str) -> None:
+    root = server.base_url.removesuffix("/v1")
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    json_type = {"Content-Type": "application/json"}
+    evil = {"Origin": "http://evil.example"}
+    key = {"Authorization": f"Bearer {server.api_key}"}
+    assert _request(f"{root}/v1/models", {})[0] == 401
+    assert _request(f"{root}/v1/chat/completions", {**json_type, **evil}, "POST", body)[0] in (401, 403)
+    assert _request(f"{root}/v1/chat/completions", {**json_type, "Authorization": "Bearer wrong"}, "POST", body)[0] == 401
+    # A browser's preflight from another origin must not be allowed to go on.
+    status, headers = _request(f"{root}/v1/chat/completions", {
+        **evil, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type"}, "OPTIONS")
+    allowed = {k.lower(): v for k, v in headers.items()}.get("access-control-allow-origin")
+    assert status >= 400 or allowed not in ("*", "http://evil.example"), (status, headers)
+    assert _request(f"{root}/v1/chat/completions", {**json_type, **key}, "POST", body)[0] == 200
+
+
+def test_llama_server_refuses_requests_without_its_key_or_from_web_pages(local_server):
+    _assert_refuses_web_pages_and_keyless_requests(local_server, local_server.alias)
+
+
+def test_hf_server_refuses_requests_without_its_key_or_from_web_pages():
+    from helpers.local.gguf_convert import convert_gguf
+    from helpers.local.hf_server import HFModelServer
+
+    with HFModelServer(convert_gguf(quiet=True), threads=1) as server:
+        _assert_refuses_web_pages_and_keyless_requests(server, server.model_name)
+
+
+def test_the_per_start_key_is_not_on_the_command_line(local_server):
+    assert local_server.api_key not in " ".join(psutil.Process(local_server.process.pid).cmdline())

@@ -75,9 +75,6 @@ def test_a_raising_reward_function_scores_that_rollout_zero_and_training_goes_on
 
 
 def test_conversion_matches_the_llama_cpp_server(local_server):
-    import openai
-
-    from helpers.endpoint import Endpoint
     from helpers.local.gguf_convert import check_against_server, convert_gguf
 
     folder = convert_gguf()
@@ -87,9 +84,7 @@ def test_conversion_matches_the_llama_cpp_server(local_server):
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert tokenizer_config["tokenizer_class"] == "GPT2Tokenizer"
     assert tokenizer_config["eos_token"] == "<|im_end|>"
-    client = openai.OpenAI(base_url=local_server.base_url, api_key="local")
-    endpoint = Endpoint(client=client, model=local_server.alias, kind="local", base_url=local_server.base_url)
-    check = check_against_server(folder, endpoint, max_new_tokens=24)
+    check = check_against_server(folder, local_server.endpoint(), max_new_tokens=24)
     print(json.dumps(check, indent=1))
     # llama.cpp computes with the 4-bit blocks, transformers with float32 copies: a near-tie between
     # two tokens may go either way later on, but the start of the answer must be the same.

@@ -32,7 +32,7 @@ from helpers.tracing import init_tracing
 from helpers.env import build_gsm8k_env
 
 session = init_tracing({project!r})
-client = openai.OpenAI(base_url={base_url!r}, api_key=os.environ["OPENAI_API_KEY"])
+client = openai.OpenAI(base_url={base_url!r}, api_key=os.environ["COURSE_SERVER_KEY"])
 env = build_gsm8k_env(variant="hash", num_eval_examples=2)
 # interleave_scoring=False: scoring goes through Rubric.score_rollouts, as in the notebooks
 env.evaluate(client, "SmolLM2-135M-Instruct", num_examples=2, rollouts_per_example=1,
@@ -92,7 +92,8 @@ def runs(tmp_path_factory):
 def traced(runs, local_server):
     """The store after one traced evaluation in another process, and the ids that process saw."""
     out, _ = run_python(WRITER.format(project=PROJECT, base_url=local_server.base_url),
-                        {"COURSE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET})
+                        {"COURSE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET,
+                         "COURSE_SERVER_KEY": local_server.api_key})
     return runs / "traces" / PROJECT, tagged(out, "IDS")
 
 

@@ -2,11 +2,15 @@
 
 The child is a plain script started by path (`python -P helpers/local/<script>.py`), so it does
 not import the helpers package (pandas, verifiers, weave: seconds of start-up it does not need).
+Each start gets a random API key that only this process knows (the child refuses requests
+without it), and the child exits by itself when this process dies, even mid start-up.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -16,6 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
+from helpers.local.child_guard import KEY_ENV
+from helpers.local.scrubbing import register_secret
 from helpers.paths import PROJECT_ROOT, runs_dir
 
 HOST = "127.0.0.1"
@@ -44,11 +50,24 @@ def port_is_free(port: int) -> bool:
 
 
 class ChildServer:
-    """A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `label` and
-    `log_name`, and calls `_launch(script, args)` from its start()."""
+    """A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `label`,
+    `log_name`, `endpoint_kind` and `served_model`, and calls `_launch(script, args)` from its
+    start(). `api_key` is this start's key."""
 
     label = "model server"
     log_name = "model-server"  # runs/logs/<log_name>-<port>.log
+    endpoint_kind = "local"
+    client_timeout_s = 600.0
+
+    def endpoint(self):
+        """A helpers.endpoint.Endpoint whose client holds this start's key."""
+        import openai
+
+        from helpers.endpoint import Endpoint
+
+        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.client_timeout_s,
+                               max_retries=0)
+        return Endpoint(client=client, model=self.served_model, kind=self.endpoint_kind, base_url=self.base_url)
 
     @property
     def base_url(self) -> str:
@@ -63,12 +82,22 @@ class ChildServer:
 
     def _launch(self, script: str, args: list[str]) -> None:
         started = time.monotonic()
+        self.api_key = secrets.token_urlsafe(24)
+        register_secret(self.api_key)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-P", str(HERE / script), *args], stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, cwd=str(PROJECT_ROOT),
+                [sys.executable, "-P", str(HERE / script), "--parent-pid", str(os.getpid()), *args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(PROJECT_ROOT),
+                env={**os.environ, KEY_ENV: self.api_key},
             )
         atexit.register(self.stop)
+        try:
+            self._wait_until_healthy(started)
+        except BaseException:  # an interrupt (Ctrl-C) too: a rerun must not find a second server
+            self.stop()
+            raise
+
+    def _wait_until_healthy(self, started: float) -> None:
         while time.monotonic() - started < self.startup_timeout_s:
             if self.process.poll() is not None:
                 raise EndpointError(
@@ -83,7 +112,6 @@ class ChildServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             time.sleep(0.1)
-        self.stop()
         raise EndpointError(
             f"The {self.label} did not answer within {self.startup_timeout_s:.0f} s. "
             f"Last lines of {self.log_path}:\n{self._log_tail()}"

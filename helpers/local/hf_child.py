@@ -1,20 +1,26 @@
 """Process entry point of helpers.local.hf_server.HFModelServer: an OpenAI-compatible server for a
 transformers checkpoint on 127.0.0.1 (`GET /v1/models`, `POST /v1/chat/completions`).
 
-Started by path (`python -P helpers/local/hf_child.py ...`), so it imports no course code.
+Started by path (`python -P helpers/local/hf_child.py ...`), so it imports no course code. Like
+the llama.cpp server it binds 127.0.0.1 only, answers only requests with the per-start API key
+(`/health` aside), and refuses every request from a web page (any `Origin` header).
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
-import os
 import queue
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # for child_guard (stdlib only)
+from child_guard import exit_with_parent, server_key
 
 HOST = "127.0.0.1"
 
@@ -108,7 +114,7 @@ def _sampling_key(body: dict) -> tuple:
             float(body.get("top_p") or 1.0), int(body.get("n") or 1), body.get("seed"))
 
 
-def _handler(generator: _Generator, model_name: str):
+def _handler(generator: _Generator, model_name: str, api_key: str):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt, *args):  # one line per request in the log file
             sys.stdout.write(f"{self.address_string()} {fmt % args}\n")
@@ -125,7 +131,25 @@ def _handler(generator: _Generator, model_name: str):
         def _error(self, status: int, message: str) -> None:
             self._send(status, {"error": {"message": message, "type": "invalid_request_error"}})
 
+        def _refused(self) -> bool:
+            """403 for a request from a web page, 401 without this start's key; False when allowed."""
+            if self.headers.get("Origin") is not None:
+                self._error(403, "requests from web pages (an Origin header) are not allowed")
+                return True
+            if self.path.rstrip("/") == "/health":
+                return False
+            sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(sent.encode(), api_key.encode()):
+                self._error(401, "missing or wrong API key")
+                return True
+            return False
+
+        def do_OPTIONS(self):  # a browser's CORS preflight: no web page may use this server
+            self._error(403, "requests from web pages are not allowed")
+
         def do_GET(self):
+            if self._refused():
+                return
             if self.path.rstrip("/") == "/health":
                 self._send(200, {"status": "ok"})
             elif self.path.rstrip("/") == "/v1/models":
@@ -135,6 +159,8 @@ def _handler(generator: _Generator, model_name: str):
                 self._error(404, f"unknown path {self.path}")
 
         def do_POST(self):
+            if self._refused():
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._error(404, f"unknown path {self.path}; this server only does chat completions")
             try:
@@ -157,26 +183,21 @@ def _handler(generator: _Generator, model_name: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-batch", type=int, default=8)
     args = parser.parse_args()
+    exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
+    api_key = server_key()
 
     import torch
 
     torch.set_num_threads(args.threads)
     generator = _Generator(args.model, args.max_batch)
-    server = ThreadingHTTPServer((HOST, args.port), _handler(generator, args.name))  # loopback only
-    parent = os.getppid()
-
-    def exit_with_parent():  # a killed kernel must not leave a server behind
-        while os.getppid() == parent:
-            time.sleep(1)
-        os._exit(0)
-
-    threading.Thread(target=exit_with_parent, daemon=True).start()
+    server = ThreadingHTTPServer((HOST, args.port), _handler(generator, args.name, api_key))  # loopback only
     print(f"listening on http://{HOST}:{args.port}", flush=True)
     server.serve_forever()
 

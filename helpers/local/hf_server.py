@@ -34,6 +34,8 @@ class HFModelServer(ChildServer):
     max_batch: int = 8
     startup_timeout_s: float = 180.0
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    api_key: str | None = field(default=None, init=False, repr=False)
+    startup_s: float | None = field(default=None, init=False)
 
     def __post_init__(self):
         self.model_dir = Path(self.model_dir)
@@ -41,6 +43,12 @@ class HFModelServer(ChildServer):
 
     label = "model server"
     log_name = "hf-server"
+    endpoint_kind = "local-transformers"
+    client_timeout_s = 1800.0  # a CPU batch of long completions takes minutes
+
+    @property
+    def served_model(self) -> str:
+        return self.model_name
 
     def start(self) -> Self:
         if self.is_running():
@@ -52,12 +60,3 @@ class HFModelServer(ChildServer):
                                      "--port", str(self.port), "--threads", str(self.threads),
                                      "--max-batch", str(self.max_batch)])
         return self
-
-    def endpoint(self):
-        """An helpers.endpoint.Endpoint for this server."""
-        import openai
-
-        from helpers.endpoint import Endpoint
-
-        client = openai.OpenAI(base_url=self.base_url, api_key="local", timeout=1800, max_retries=0)
-        return Endpoint(client=client, model=self.model_name, kind="local-transformers", base_url=self.base_url)

@@ -1,21 +1,28 @@
-"""Process entry point that serves a GGUF model with llama.cpp's own HTTP server.
+"""Process entry point that serves a GGUF model with llama.cpp's own HTTP server (PyPI xllamacpp).
 
 Started by helpers.local.llama_server.LocalModelServer as `python -P helpers/local/llama_child.py ...`;
-it runs in its own process so that the notebook kernel stays responsive, a kernel restart
-does not leave a server behind, and stopping it frees the port at once.
+it runs in its own process so that the notebook kernel stays responsive, a kernel restart does not
+leave a server behind, and stopping it frees the port at once. It binds 127.0.0.1 only, answers
+only requests that carry the per-start API key, and allows no other web origin.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent))  # for child_guard (stdlib only)
+from child_guard import exit_with_parent, server_key
+
+HOST = "127.0.0.1"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--alias", required=True)
     parser.add_argument("--port", type=int, required=True)
@@ -23,14 +30,21 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, required=True)
     parser.add_argument("--ctx-per-slot", type=int, required=True)
     args = parser.parse_args()
+    exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
 
     import xllamacpp as xlc
 
     params = xlc.CommonParams()
     params.model.path = args.model
     params.model_alias = args.alias
-    params.hostnames = ["127.0.0.1"]  # loopback only, never 0.0.0.0
+    params.hostnames = [HOST]  # loopback only, never 0.0.0.0
     params.port = args.port
+    params.api_keys = [server_key()]  # requests without it get 401 (only /health is open)
+    # Browsers may only read answers for the server's own origin, and it serves no pages (ui off):
+    # a web page open in the learner's browser cannot use this server.
+    params.cors_origins = f"http://{HOST}:{args.port}"
+    params.cors_origins_explicit = True
+    params.ui = False
     params.n_parallel = args.parallel
     params.n_ctx = args.ctx_per_slot * args.parallel
     # No prompt cache: with it a repeated request can decode differently from a fresh one, and
@@ -40,12 +54,9 @@ def main() -> None:
     params.cpuparams_batch.n_threads = args.threads
     server = xlc.Server(params)  # starts listening; lives as long as this object
     print(f"listening on {server.listening_address}", flush=True)
-
-    parent = os.getppid()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    # Exit when the process that started us is gone (a killed kernel must not leave us behind).
-    while os.getppid() == parent:
-        time.sleep(1)
+    while True:  # exit_with_parent's watcher (or SIGTERM) ends the process
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

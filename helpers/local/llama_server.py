@@ -47,10 +47,15 @@ class LocalModelServer(ChildServer):
     startup_timeout_s: float = 60.0
     alias: str = LOCAL_MODEL_NAME
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    api_key: str | None = field(default=None, init=False, repr=False)
     startup_s: float | None = field(default=None, init=False)
 
     label = "llama.cpp server"
     log_name = "llama-server"
+
+    @property
+    def served_model(self) -> str:
+        return self.alias
 
     def start(self) -> Self:
         if self.is_running():

@@ -13,10 +13,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
 import re
 import threading
-import time
 import urllib.parse
 import warnings
 from collections.abc import Iterator
@@ -51,63 +49,9 @@ from weave.vendor.weave_server_sdk.types import (
 )
 from weave.vendor.weave_server_sdk.types.call_read_response import Call
 
+from helpers.local.scrubbing import scrub, secret_values
+
 WAL_SUFFIX = ".jsonl"
-REDACTED = "***REDACTED***"
-# Keys whose values never reach the store: token logprobs (large, and not what the course shows)
-# and anything that looks like a credential.
-DROPPED_KEYS = {"logprobs", "top_logprobs"}
-SECRET_KEYS = {"api_key", "apikey", "authorization", "password", "access_token", "secret"}
-SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-
-
-# ---------------------------------------------------------------- scrubbing
-
-
-_secrets_cache: tuple[float, list[str]] = (0.0, [])
-
-
-def secret_values() -> list[str]:
-    """Values of environment variables that look like credentials (OPENAI_API_KEY, WANDB_API_KEY, ...).
-
-    Re-read at most once a second: a key set later in a notebook is hidden too, without scanning
-    the environment on every traced call."""
-    global _secrets_cache
-    checked, values = _secrets_cache
-    if time.monotonic() - checked > 1.0:
-        values = sorted(
-            {v for k, v in os.environ.items() if SECRET_ENV.search(k) and v and len(v) >= 8},
-            key=len, reverse=True,  # longest first, so a key that contains another is fully hidden
-        )
-        _secrets_cache = (time.monotonic(), values)
-    return values
-
-
-def scrub(value: Any, secrets: list[str] | None = None) -> Any:
-    """A copy of a JSON-like value without logprobs, credential fields or secret values."""
-    secrets = secret_values() if secrets is None else secrets
-    return _scrub(value, secrets)
-
-
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            key = str(k).lower()
-            if key in DROPPED_KEYS:
-                out[k] = None
-            elif key in SECRET_KEYS and isinstance(v, str) and v:
-                out[k] = REDACTED
-            else:
-                out[k] = _scrub(v, secrets)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v, secrets) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------- reading the log
@@ -204,7 +148,7 @@ class LocalTraceServer:
 
     def _write(self, record_type: str, req: Any) -> tuple[dict, Any]:
         """Append one record (scrubbed) to this process's log file and index it."""
-        payload = _scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
+        payload = scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
         with self._lock:
             if self._writer is None:  # opened on first write: a reader never creates files
                 self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))
