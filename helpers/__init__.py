@@ -2,6 +2,10 @@
 evaluation records, views and exercise checks. What makes the course run locally (model servers,
 trace store, GGUF conversion) is in helpers.local; the multi-GPU launcher in helpers.gpu."""
 
+from helpers.modes import keep_telemetry_local
+
+keep_telemetry_local()  # first: before anything below imports weave or wandb
+
 import pandas as _pd
 from gsm8k_course import GSM8KUnavailable, load_gsm8k
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import openai
 
 from helpers.local.child_process import EndpointError
-from helpers.local.llama_server import LOCAL_MODEL_NAME, start_local_server
+from helpers.local.llama_server import start_local_server
 
 OPENAI_DEFAULT_MODEL = "gpt-4.1-mini"
 
@@ -62,16 +63,29 @@ def get_client(model: str | None = None, base_url: str | None = None, *,
         kind, model, base_url, client = local.kind, local.model, local.base_url, local.client
     if check or (kind == "custom" and not model):
         listed = _list_models(client, base_url)
-        model = model or listed[0]
+        model = model or _served_model_name(listed[0], base_url)
     endpoint = Endpoint(client=client, model=model, kind=kind, base_url=base_url)
     if not quiet:
         print(endpoint.describe())
     return endpoint
 
 
-def _list_models(client: openai.OpenAI, base_url: str) -> list[str]:
+def _served_model_name(listed, base_url: str) -> str:
+    """A name worth recording for the first listed model: its id, else an alias (llama.cpp lists
+    aliases), a GGUF path shortened to its file name; never '-' (some servers list that)."""
+    for name in [listed.id, *((listed.model_extra or {}).get("aliases") or [])]:
+        name = (name or "").strip()
+        if name and name != "-":
+            return Path(name).stem if name.endswith(".gguf") else name
+    raise EndpointError(
+        f"The endpoint at {base_url} does not name its model (its /v1/models lists {listed.id!r}). "
+        "Set OPENAI_MODEL to the model's name, so that saved runs and vf-eval commands name a real model."
+    )
+
+
+def _list_models(client: openai.OpenAI, base_url: str) -> list:
     try:
-        models = [m.id for m in client.with_options(timeout=10, max_retries=0).models.list()]
+        models = list(client.with_options(timeout=10, max_retries=0).models.list())
     except openai.AuthenticationError as e:
         raise EndpointError(
             f"The endpoint at {base_url} refused the API key (HTTP 401). Check OPENAI_API_KEY."
@@ -84,6 +98,21 @@ def _list_models(client: openai.OpenAI, base_url: str) -> list[str]:
     if not models:
         raise EndpointError(f"The endpoint at {base_url} lists no models; set OPENAI_MODEL.")
     return models
+
+
+def connection_lost(error: openai.APIConnectionError) -> EndpointError:
+    """What a lost connection means, in plain words: the course's own server stopped, or another endpoint."""
+    from helpers.local import llama_server
+    from helpers.paths import display_path
+
+    server = llama_server._shared_server
+    if server is not None and server.process is not None and server.process.poll() is not None:
+        return EndpointError(
+            f"The local model server stopped during the call (exit code {server.process.returncode}); its log "
+            f"is {display_path(server.log_path)}. Run the cell with helpers.get_client() again (it starts a "
+            "new server), then this one.")
+    url = getattr(getattr(error, "request", None), "url", "the model endpoint")
+    return EndpointError(f"Lost the connection to {url} during the call ({error}). Is the server still running?")
 
 
 def timed_chat(endpoint: Endpoint, prompt: str, max_tokens: int = 64, temperature: float = 0.0) -> dict:

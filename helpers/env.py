@@ -10,6 +10,7 @@ import logging
 import warnings
 
 import verifiers as vf
+from gsm8k_course import GSM8KUnavailable
 
 ENV_ID = "gsm8k-course"
 
@@ -33,6 +34,6 @@ def build_gsm8k_env(**env_args) -> vf.SingleTurnEnv:
     try:
         return vf.load_environment(ENV_ID, **env_args)
     except RuntimeError as e:
-        if isinstance(e.__cause__, (ValueError, TypeError)):
+        if isinstance(e.__cause__, (ValueError, TypeError, GSM8KUnavailable)):
             raise e.__cause__ from None  # our own clear message, not verifiers' wrapper
         raise

@@ -12,6 +12,7 @@ import verifiers as vf
 from IPython.display import Markdown
 
 from helpers.evaluation import EvalRun
+from helpers.local.scrubbing import scrub
 from helpers.worker_thread import run_sync
 
 METRIC_LABELS = {
@@ -130,7 +131,7 @@ def plot_designs(table: pd.DataFrame):
 
 def vf_eval_command(env_id: str, env_args: dict, base_url: str, model: str, *, num_examples: int,
                     rollouts_per_example: int, max_concurrent: int, sampling_args: dict) -> str:
-    """The one-line `vf-eval` equivalent of an evaluate() call (verifiers' own CLI)."""
+    """The one-line `vf-eval` equivalent of an evaluate() call (verifiers' own CLI), secrets hidden."""
     parts = ["vf-eval", env_id, "-a", f"'{json.dumps(env_args)}'", "-m", model, "-b", base_url,
              "-k", "OPENAI_API_KEY", "-n", str(num_examples), "-r", str(rollouts_per_example),
              "-c", str(max_concurrent)]
@@ -138,4 +139,4 @@ def vf_eval_command(env_id: str, env_args: dict, base_url: str, model: str, *, n
         parts += ["-t", str(sampling_args["max_tokens"])]
     if "temperature" in sampling_args:
         parts += ["-T", str(sampling_args["temperature"])]
-    return " ".join(parts)
+    return scrub(" ".join(parts))

@@ -25,6 +25,7 @@ import pandas as pd
 import verifiers as vf
 
 from helpers.endpoint import Endpoint
+from helpers.local.scrubbing import write_json, write_text
 from helpers.modes import describe_modes
 from helpers.paths import runs_dir
 from helpers.worker_thread import in_worker_thread
@@ -41,9 +42,10 @@ class EvalRun:
         return self.info.get("summary", {})
 
     def save(self) -> Path:
+        """Write runs/evals/<name>/ (secret values hidden, as in traces) and return the folder."""
         folder = runs_dir("evals", self.name)
-        (folder / "run.json").write_text(json.dumps(self.info, indent=2))
-        self.rollouts.to_json(folder / "rollouts.jsonl", orient="records", lines=True)
+        write_json(folder / "run.json", self.info)
+        write_text(folder / "rollouts.jsonl", self.rollouts.to_json(orient="records", lines=True))
         return folder
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.local.scrubbing import scrub, write_json, write_text
 from helpers.paths import runs_dir
 from helpers.worker_thread import run_sync
 
@@ -346,7 +347,7 @@ def _prepare_output_dir(out: Path, settings: GRPOSettings, resume: str) -> None:
     if resume == "never" or not same:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-    saved.write_text(json.dumps({"identity": settings.identity(), "settings": asdict(settings)}, indent=2))
+    write_json(saved, {"identity": settings.identity(), "settings": asdict(settings)})
 
 
 def last_checkpoint(output_dir: str | Path) -> Path | None:
@@ -405,7 +406,7 @@ def train(trainer, quiet: bool = False) -> TrainResult:
     trainer.processing_class.save_pretrained(str(final))
     metrics = metrics_table(trainer.state.log_history)
     errors = list(trainer.course_rewards.error_log) if trainer.course_rewards else []
-    (out / "metrics.csv").write_text(metrics.to_csv(index=False))
+    write_text(out / "metrics.csv", metrics.to_csv(index=False))
     return TrainResult(model_dir=final, metrics=metrics, wall_s=wall_s, resumed_from=checkpoint,
                        wandb_dir=wandb_dir, peak_rss_gb=peak_rss_gb(), reward_errors=errors)
 
@@ -425,7 +426,7 @@ def start_wandb_run(trainer):
     config = json.loads(settings_file.read_text())["settings"] if settings_file.is_file() else {}
     return wandb.init(project=os.environ.get("WANDB_PROJECT", "verifiers-course"),
                       name=trainer.args.run_name, dir=os.environ["WANDB_DIR"],
-                      config={"course": config, "backend": "cpu"}, reinit="finish_previous")
+                      config=scrub({"course": config, "backend": "cpu"}), reinit="finish_previous")
 
 
 # ----------------------------------------------------------------------------- results
@@ -631,9 +632,7 @@ def evaluate_checkpoint(env, model_dir: str | Path, setup: EvalSetup, name: str)
 
 def save_summary(run_name: str, figures: dict) -> Path:
     """Write the figures a notebook run produced to runs/grpo/<run_name>/summary.json (tests read it)."""
-    path = runs_dir("grpo", run_name) / "summary.json"
-    path.write_text(json.dumps(figures, indent=2, default=str))
-    return path
+    return write_json(runs_dir("grpo", run_name) / "summary.json", figures)
 
 
 def torch_threads() -> int:

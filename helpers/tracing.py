@@ -14,6 +14,8 @@ Local traces can be sent to W&B later with `upload_local_traces(project)` once a
 from __future__ import annotations
 
 import atexit
+import base64
+import json
 import os
 import sys
 import threading
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers.local.trace_store import LocalTraceServer, replay, scrub
+from helpers.local.trace_store import LocalTraceServer, replay, scrub, wal_files
 from helpers.modes import wandb_key_set
 from helpers.paths import runs_dir
 
@@ -214,6 +216,29 @@ def _probe(url: str, timeout: float) -> str | None:
         return f"{url}: {getattr(e, 'reason', e)}"
 
 
+def _key_refused(base_url: str, key: str, timeout: float) -> str | None:
+    """Why W&B refuses `key` (it answers 401/403 to an authenticated `viewer` query), else None."""
+    request = urllib.request.Request(
+        f"{base_url.rstrip('/')}/graphql", data=json.dumps({"query": "{ viewer { id } }"}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(f"api:{key}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            return (f"W&B at {base_url} refused WANDB_API_KEY (HTTP {e.code}); check the key "
+                    "(https://wandb.ai/authorize) or unset it to stay local")
+        return None
+    except (urllib.error.URLError, OSError) as e:
+        return f"{base_url}: {getattr(e, 'reason', e)}"
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception as one whole line: W&B's messages run over several (\"Fix with one of:\n 1. ...\")."""
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
 def _init_cloud(project: str) -> tuple[Any, str | None]:
     """weave.init(project) within CLOUD_DEADLINE_S, or (None, reason)."""
     from weave.trace import env as weave_env
@@ -223,6 +248,9 @@ def _init_cloud(project: str) -> tuple[Any, str | None]:
         reason = _probe(url, PROBE_TIMEOUT_S)
         if reason:
             return None, reason
+    reason = _key_refused(weave_env.wandb_base_url(), os.environ["WANDB_API_KEY"], PROBE_TIMEOUT_S)
+    if reason:
+        return None, reason
     result: dict[str, Any] = {}
     lock = threading.Lock()
 
@@ -235,7 +263,7 @@ def _init_cloud(project: str) -> tuple[Any, str | None]:
                 settings={"http_timeout": 10.0, "retry_max_attempts": 1, "retry_max_interval": 2.0},
             )
         except BaseException as e:  # noqa: BLE001 - any failure means: stay local
-            result["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+            result["error"] = _one_line(e)
             return
         with lock:
             if not result.get("abandoned"):
@@ -262,18 +290,24 @@ def _init_cloud(project: str) -> tuple[Any, str | None]:
 # ---------------------------------------------------------------- upload
 
 
-def upload_local_traces(project: str = DEFAULT_PROJECT, entity: str | None = None) -> int:
+def upload_local_traces(project: str | None = None, entity: str | None = None) -> int:
     """Send a local trace store (runs/traces/<project>) to W&B Weave project <entity>/<project>.
 
-    Needs WANDB_API_KEY; `entity` defaults to WANDB_ENTITY or your default W&B entity.
-    Returns the number of records sent. The local store is left as it is.
+    `project` defaults to the one `init_tracing` was started with in this process. Needs
+    WANDB_API_KEY; `entity` defaults to WANDB_ENTITY or your default W&B entity. Returns the number
+    of records sent. The local store is left as it is.
     """
     from weave.trace.weave_init import get_entity_project_from_project_name, init_weave_get_server
     from weave.wandb_interface.context import get_wandb_auth_context
 
+    project = project or (_session.project if _session is not None else DEFAULT_PROJECT)
+    store = runs_dir("traces") / project
+    if not wal_files(store):
+        raise FileNotFoundError(
+            f"No local traces to upload for project {project!r}: {_shown_path(store)} holds no trace records. "
+            f"Traces are stored there while init_tracing({project!r}) runs without WANDB_API_KEY.")
     if not wandb_key_set():
         raise RuntimeError("upload_local_traces needs WANDB_API_KEY in the environment.")
-    store = runs_dir("traces", project)
     entity, project = get_entity_project_from_project_name(f"{entity}/{project}" if entity else project)
     server = init_weave_get_server(get_wandb_auth_context(), should_batch=False)
     sent = replay(store, server, project_id=f"{entity}/{project}")

@@ -13,8 +13,6 @@ import argparse
 import os
 import time
 
-import openai
-
 from helpers import build_gsm8k_env
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 

@@ -1,20 +1,14 @@
 """Run a course notebook headlessly with papermill and read back what a reader would see."""
 
-import json
 from pathlib import Path
 
-import papermill
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+from helpers.local.notebook_runner import NOTEBOOKS
+from helpers.local.notebook_runner import execute as run_notebook
 
 
 def execute(name: str, out: Path, **parameters) -> dict:
     """Run notebooks/<name>.ipynb with `parameters`, save the executed copy to `out`, return it as JSON."""
-    papermill.execute_notebook(
-        str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
-        cwd=str(NOTEBOOKS), kernel_name="python3", progress_bar=False,
-    )
-    return json.loads(Path(out).read_text())
+    return run_notebook(NOTEBOOKS / f"{name}.ipynb", out, parameters)
 
 
 def outputs_text(notebook: dict, html: bool = False) -> str:

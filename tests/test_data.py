@@ -1,4 +1,6 @@
 import json
+import socket
+import threading
 import time
 
 import pytest
@@ -74,3 +76,41 @@ def test_bad_split():
     with pytest.raises(ValueError, match="split must be one of"):
         load_gsm8k("validation")
     assert isinstance(load_gsm8k("test", n=2), Dataset)
+
+
+@pytest.mark.parametrize("line, why", [
+    ({"question": "How many?", "answer": "Six apples and then some."}, "####"),  # the gold would be the whole text
+    ({"question": "How many?", "answer": "so #### many"}, "####"),
+    ({"question": None, "answer": "#### 6"}, "question"),
+    ({"question": "  ", "answer": "#### 6"}, "question"),
+    ({"answer": "#### 6"}, "question"),
+])
+def test_a_record_without_a_usable_question_or_gold_answer_is_refused(tmp_path, line, why):
+    good = json.dumps({"question": "q", "answer": "1 + 1 = 2\n#### 2"})
+    (tmp_path / "test.jsonl").write_text(f"{good}\n{json.dumps(line)}\n")
+    with pytest.raises(GSM8KUnavailable, match=rf"test\.jsonl, line 2: .*{why}"):
+        load_gsm8k("test", data_dir=tmp_path)
+
+
+def test_zero_examples_is_refused_not_taken_as_all(gsm8k_dir):
+    with pytest.raises(ValueError, match="positive number of examples or -1"):
+        load_gsm8k("test", n=0)
+
+
+def test_a_hub_that_never_answers_fails_fast_naming_gsm8k_dir(monkeypatch, tmp_path):
+    """A proxy or captive portal that accepts connections and then says nothing."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+    threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(16)], daemon=True).start()
+    monkeypatch.delenv("GSM8K_DIR")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", str(tmp_path))
+    start = time.monotonic()
+    try:
+        with pytest.raises(GSM8KUnavailable, match="GSM8K_DIR"):
+            load_gsm8k("test")
+    finally:
+        silent.close()
+    assert time.monotonic() - start < 15

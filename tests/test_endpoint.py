@@ -1,7 +1,9 @@
+import http.server
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -10,8 +12,8 @@ import openai
 import psutil
 import pytest
 
-from helpers.endpoint import LOCAL_MODEL_NAME, EndpointError, get_client
-from helpers.local.llama_server import LocalModelServer
+from helpers.endpoint import EndpointError, get_client
+from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 
 def test_chat_n2_and_logprobs(local_client):
@@ -203,3 +205,60 @@ def test_hf_server_refuses_requests_without_its_key_or_from_web_pages():
 
 def test_the_per_start_key_is_not_on_the_command_line(local_server):
     assert local_server.api_key not in " ".join(psutil.Process(local_server.process.pid).cmdline())
+
+
+class _ListsModels(http.server.BaseHTTPRequestHandler):
+    """A tiny fake OpenAI-compatible endpoint for the model-name path only: it answers /v1/models."""
+
+    listing: tuple = ()  # set per test
+
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": list(self.listing)}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("listing, expected", [
+    ([{"id": "-", "object": "model"}], None),
+    ([{"id": "-", "object": "model", "aliases": ["smollm2-local"]}], "smollm2-local"),
+    ([{"id": "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf", "object": "model"}], "SmolLM2-135M-Instruct.Q4_1"),
+    ([{"id": "Qwen/Qwen3-0.6B", "object": "model"}], "Qwen/Qwen3-0.6B"),
+])
+def test_a_custom_endpoint_records_a_real_model_name(monkeypatch, listing, expected):
+    handler = type("Handler", (_ListsModels,), {"listing": tuple(listing)})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}/v1")
+    try:
+        if expected is None:
+            with pytest.raises(EndpointError, match="Set OPENAI_MODEL"):
+                get_client(quiet=True)
+        else:
+            assert get_client(quiet=True).model == expected
+    finally:
+        server.shutdown()
+
+
+def test_a_server_that_dies_mid_evaluation_is_reported_in_plain_words(monkeypatch):
+    from helpers import build_gsm8k_env, in_worker_thread
+    from helpers.local import llama_server
+
+    monkeypatch.setattr(llama_server, "_shared_server", None)
+    endpoint = get_client(quiet=True)
+    server = llama_server._shared_server
+    env = build_gsm8k_env(variant="hash", num_eval_examples=2)
+    killer = threading.Timer(2.0, server.process.kill)
+    killer.start()
+    try:
+        with pytest.raises(EndpointError, match=r"local model server stopped during the call .*log is .*llama-server"):
+            in_worker_thread(env.evaluate, endpoint.client, endpoint.model, num_examples=2, rollouts_per_example=4,
+                             sampling_args={"max_tokens": 400})
+    finally:
+        killer.cancel()
+        llama_server.stop_local_server()

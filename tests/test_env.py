@@ -71,6 +71,7 @@ def test_load_environment_matches_explicit_construction(variant):
     ({"variant": "boxed"}, "variant"),
     ({"num_examples": -5}, "num_examples"),
     ({"num_eval_examples": 2.5}, "num_eval_examples"),
+    ({"num_eval_examples": 0}, "num_eval_examples"),  # verifiers would read 0 as "all 1319"
 ])
 def test_bad_arguments_name_the_argument(args, name):
     with pytest.raises(ValueError, match=name):

@@ -5,6 +5,7 @@ Tracing patches libraries process-wide, so everything that traces runs in a subp
 closed: nothing may prompt); this process only reads what they stored.
 """
 
+import http.server
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -261,3 +263,139 @@ def test_weave_op_check_gives_the_same_answers_after_the_speed_up():
     expected = [weave_op.is_op(x) for x in candidates]
     _fast_op_check_on_python_311()
     assert [object_record.is_op(x) for x in candidates] == expected == [True, False, False, False, False]
+
+
+TELEMETRY = """
+import json, os
+{first}
+import helpers
+import wandb.env
+from weave.telemetry import trace_sentry
+sentry = trace_sentry.global_trace_sentry
+print("RESULT=" + json.dumps({{"weave_reporting": not sentry._disabled, "weave_session": sentry.scope is not None,
+                              "wandb_reporting": wandb.env.error_reporting_enabled(),
+                              "hf_telemetry_off": os.environ.get("HF_HUB_DISABLE_TELEMETRY")}}))
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import weave  # before helpers"], ids=["helpers-first", "weave-first"])
+def test_no_error_reporting_leaves_the_machine_in_local_mode(first, tmp_path):
+    out, _ = run_python(TELEMETRY.format(first=first), {"COURSE_RUNS_DIR": str(tmp_path)})
+    assert tagged(out, "RESULT") == {"weave_reporting": False, "weave_session": False, "wandb_reporting": False,
+                                     "hf_telemetry_off": "1"}
+
+
+def test_cloud_mode_leaves_the_users_reporting_setting_alone(tmp_path):
+    out, _ = run_python(TELEMETRY.format(first=""), {"COURSE_RUNS_DIR": str(tmp_path), "WANDB_API_KEY": "f" * 40})
+    result = tagged(out, "RESULT")
+    assert result["weave_reporting"] and result["wandb_reporting"]
+
+
+class _Refuses(http.server.BaseHTTPRequestHandler):
+    """W&B as it answers a wrong key: 401 to everything."""
+
+    def _refuse(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"errors": [{"message": "user is not logged in"}]}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_HEAD = _refuse
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_rejected_wandb_key_is_named_in_one_whole_line(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out, _ = run_python(READER.format(project="rejected"), {
+            "COURSE_RUNS_DIR": str(tmp_path), "WANDB_API_KEY": "f" * 40,
+            "WANDB_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}"})
+    finally:
+        server.shutdown()
+    result = tagged(out, "RESULT")
+    assert result["mode"] == "local"
+    first_line = result["describe"].splitlines()[0]
+    assert "refused WANDB_API_KEY (HTTP 401)" in first_line and first_line.endswith("so tracing stays local."), \
+        result["describe"]
+
+
+def test_a_multi_line_error_becomes_one_line():
+    from helpers.tracing import _one_line
+
+    error = RuntimeError("Could not determine a W&B entity. Fix with one of:\n  1. Pass entity/project\n  2. Set X")
+    assert _one_line(error) == ("RuntimeError: Could not determine a W&B entity. Fix with one of: 1. Pass "
+                                "entity/project 2. Set X")
+
+
+def test_records_of_the_wrong_shape_and_ends_without_starts_are_skipped_and_counted(traced, tmp_path):
+    from helpers.trace_views import calls_table
+    from helpers.tracing import open_local_traces
+
+    copy = tmp_path / "store"
+    shutil.copytree(traced[0], copy)
+    total_calls = len(LocalTraceServer(copy)._calls)
+    bad = [
+        {"type": "call_end", "req": {"end": {"id": "no-start-1", "project_id": f"local/{PROJECT}",
+                                              "ended_at": "2026-01-01T00:00:00+00:00", "output": 1}}},
+        {"type": "call_start", "req": {"start": "not an object"}},
+        {"type": "obj_create", "req": {}},
+        {"type": "table_create", "req": {"table": {"rows": 5}}},
+    ]
+    (copy / "9999999999999999999-damaged.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
+    with pytest.warns(UserWarning, match=r"skipped 3 record\(s\) of the wrong shape and 1 call end\(s\)"):
+        session = open_local_traces(PROJECT, store_path=copy)
+    assert len(session.get_calls()) == total_calls  # every real call, none of the damaged ones
+    assert len(calls_table(session=session)) == total_calls
+
+
+def test_a_full_disk_is_said_once(tmp_path, monkeypatch):
+    from weave.durability.wal_writer import JSONLWALWriter
+
+    def no_space(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(JSONLWALWriter, "write", no_space)
+    server = LocalTraceServer(tmp_path / "full")
+    start = {"project_id": "local/full", "op_name": "op", "trace_id": "t", "started_at": "2026-01-01T00:00:00+00:00",
+             "attributes": {}, "inputs": {}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(5):
+            server.call_start({"start": {**start, "id": f"call-{i}"}})
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and str(tmp_path / "full") in said[0] and "No space left" in said[0], said
+    assert len(list(server.calls_query_stream({"project_id": "local/full"}))) == 5  # still answered from memory
+
+
+def test_upload_refuses_a_project_with_no_traces(tmp_path, monkeypatch):
+    from helpers.tracing import upload_local_traces
+
+    monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
+    with pytest.raises(FileNotFoundError, match="No local traces to upload for project 'never-traced'"):
+        upload_local_traces("never-traced")
+
+
+def test_upload_defaults_to_the_project_tracing_was_started_with(traced, runs, monkeypatch):
+    """The replay target, with W&B's server replaced by a local store (no network here)."""
+    from weave.trace import weave_init
+
+    from helpers import tracing
+
+    target = LocalTraceServer(runs / "upload-target")
+    monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))
+    monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
+    monkeypatch.setattr(tracing, "_session", tracing.TracingSession("local", PROJECT, client=None))
+    monkeypatch.setattr(weave_init, "init_weave_get_server", lambda *a, **k: target)
+    monkeypatch.setattr(weave_init, "get_entity_project_from_project_name", lambda name: ("me", name))
+    monkeypatch.setattr("weave.wandb_interface.context.get_wandb_auth_context", lambda: None)
+    sent = tracing.upload_local_traces()
+    assert sent == len(list(read_records(traced[0])))
+    calls = list(target.calls_query_stream({"project_id": f"me/{PROJECT}"}))
+    assert sorted(c.id for c in calls) == traced[1]

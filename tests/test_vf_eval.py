@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from helpers import build_gsm8k_env
-from helpers.endpoint import LOCAL_MODEL_NAME
+from helpers.local.llama_server import LOCAL_MODEL_NAME
 
 VF_EVAL = Path(sys.executable).parent / "vf-eval"
 ENV_ARGS = '{"variant": "hash", "num_eval_examples": 4}'

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
+import urllib.error
+import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 import verifiers as vf
 from datasets import Dataset
@@ -108,8 +108,7 @@ def load_environment(
     """
     _check_variant(variant)
     for name, value in (("num_examples", num_examples), ("num_eval_examples", num_eval_examples)):
-        if not isinstance(value, int) or isinstance(value, bool) or (value < 0 and value != -1):
-            raise ValueError(f"{name} must be a positive number of examples or -1 for all, not {value!r}")
+        _check_count(name, value)
     parser = make_parser(variant)
     return vf.SingleTurnEnv(
         dataset=load_gsm8k(split, n=num_examples, seed=seed),
@@ -141,11 +140,19 @@ def load_gsm8k(split: str = "test", n: int | None = None, seed: int = 0,
 
     `n` picks `n` rows after a shuffle with `seed`, as verifiers does; None or -1 keeps all.
     """
+    if n is not None:
+        _check_count("n", n)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     data_dir = data_dir or os.environ.get("GSM8K_DIR") or None
     raw = _raw_from_dir(Path(data_dir), split) if data_dir else _raw_from_hub(split)
     return prepare(raw, n=n, seed=seed)
+
+
+def _check_count(name: str, value) -> None:
+    """A number of examples: a positive int, or -1 for all (0 would silently mean all in verifiers)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
+        raise ValueError(f"{name} must be a positive number of examples or -1 for all, not {value!r}")
 
 
 def prepare(raw: Dataset, n: int | None = None, seed: int = 0) -> Dataset:
@@ -176,26 +183,38 @@ def _raw_from_dir(folder: Path, split: str) -> Dataset:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                rows.append({"question": str(row["question"]), "answer": str(row["answer"])})
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                rows.append(_record(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
                 raise GSM8KUnavailable(
-                    f"{path}, line {number}: not a GSM8K record ({type(e).__name__}: {e}). "
-                    "Each line must be a JSON object with 'question' and 'answer'."
+                    f"{path}, line {number}: not a GSM8K record ({type(e).__name__}: {e}). Each line "
+                    "must be a JSON object with a text 'question' and an 'answer' ending in '#### <number>'."
                 ) from None
     if not rows:
         raise GSM8KUnavailable(f"{path} holds no records.")
     return Dataset.from_list(rows)
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    url = urlparse(endpoint)
+def _record(row) -> dict:
+    """One GSM8K line, checked: the gold answer is the text after '####', so it must be there."""
+    question, answer = row["question"], row["answer"]
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("'question' is missing or empty")
+    if not isinstance(answer, str) or "####" not in answer \
+            or not _NUMBER.fullmatch(canonical_number(gold_answer(answer))):
+        raise ValueError("'answer' does not end in '#### <number>'")
+    return {"question": question, "answer": answer}
+
+
+def _hub_reachable(timeout: float = 5.0) -> bool:
+    """Does the HF hub answer HTTP within `timeout`? (A hub that accepts connections but never
+    answers would otherwise keep `load_dataset` retrying for over a minute.)"""
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     try:
-        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
-                                      timeout=timeout):
+        with urllib.request.urlopen(f"{endpoint}/api/datasets/{'/'.join(HUB_DATASET)}", timeout=timeout):
             return True
-    except OSError:
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except (urllib.error.URLError, OSError, ValueError):
         return False
 
 
@@ -205,7 +224,7 @@ def _raw_from_hub(split: str) -> Dataset:
         offline = True
     if offline and not _in_hf_cache():
         raise GSM8KUnavailable(
-            "GSM8K is not available: the HF hub cannot be reached and openai/gsm8k is not in the "
+            "GSM8K is not available: the HF hub did not answer and openai/gsm8k is not in the "
             "local HF cache. Set GSM8K_DIR to a folder with train.jsonl and test.jsonl "
             "(e.g. GSM8K_DIR=../shared/data/gsm8k), or connect to the internet once."
         )

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.local.scrubbing import scrub
 from helpers.paths import PROJECT_ROOT, runs_dir
 
 DEFAULT_MODEL = "willcb/Qwen3-0.6B"
@@ -162,6 +163,7 @@ def run_plan(plan: LaunchPlan, server_timeout_s: float = 900.0, echo=print) -> i
                                    text=True, bufsize=1, start_new_session=True)
         with open(plan.log_dir / "vf-train.log", "w") as train_log:
             for line in trainer.stdout:
+                line = scrub(line)
                 train_log.write(line)
                 if "out of memory" in line.lower():
                     echo("CUDA ran out of memory: lower --per-device-batch-size / --num-generations / "

@@ -125,6 +125,7 @@ class LocalTraceServer:
         self._lock = threading.RLock()
         self._writer: JSONLWALWriter | None = None
         self.records_written = 0
+        self.write_failed = False
         self._calls: dict[str, dict] = {}
         self._objs: dict[tuple[str, str], dict] = {}  # (object_id, digest) -> obj
         self._versions: dict[str, list[str]] = {}  # object_id -> digests, oldest first
@@ -140,20 +141,34 @@ class LocalTraceServer:
         with self._lock:
             for index in (self._calls, self._objs, self._versions, self._rows, self._tables, self._files):
                 index.clear()
-            count = 0
+            count = skipped = 0
             for record in read_records(self.path):
-                self._apply(record["type"], record["req"])
-                count += 1
+                try:
+                    self._apply(record["type"], record["req"])
+                    count += 1
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    skipped += 1  # valid JSON of the wrong shape: skip it, keep the rest
+            orphans = sum("op_name" not in call for call in self._calls.values())
+            if skipped or orphans:
+                warnings.warn(f"trace store {self.path}: skipped {skipped} record(s) of the wrong shape and "
+                              f"{orphans} call end(s) whose start is missing; the rest is intact", stacklevel=2)
             return count
 
     def _write(self, record_type: str, req: Any) -> tuple[dict, Any]:
         """Append one record (scrubbed) to this process's log file and index it."""
         payload = scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
         with self._lock:
-            if self._writer is None:  # opened on first write: a reader never creates files
-                self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))
-            self._writer.write({"type": record_type, "req": payload})
-            self.records_written += 1
+            try:
+                if self._writer is None:  # opened on first write: a reader never creates files
+                    self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))
+                self._writer.write({"type": record_type, "req": payload})
+                self.records_written += 1
+            except OSError as e:  # a full disk: say it once, keep answering the client from memory
+                if not self.write_failed:
+                    self.write_failed = True
+                    warnings.warn(f"trace store {self.path} could not be written ({e.strerror or e}): traces "
+                                  "from now on are kept in memory only and lost at exit; free some disk space "
+                                  "and restart the kernel", stacklevel=2)
             return payload, self._apply(record_type, payload)
 
     def flush(self) -> None:
@@ -267,7 +282,7 @@ class LocalTraceServer:
 
     def _matching_calls(self, req: dict) -> list[dict]:
         f = req.get("filter") or {}
-        calls = list(self._calls.values())
+        calls = [c for c in self._calls.values() if "op_name" in c]  # an end without its start is not a call
 
         def keep(field: str, key: str) -> None:
             nonlocal calls

@@ -1,0 +1,55 @@
+"""Run a course notebook headlessly with papermill: for the tests, `scripts/run_notebooks.sh` and
+the notebooks benchmark.
+
+    python -m helpers.local.notebook_runner notebooks/01_traced_gsm8k_eval.ipynb runs/notebooks/01.ipynb \\
+        -p num_examples 4
+
+The kernel talks to papermill over IPC (a socket file in Jupyter's runtime folder) instead of TCP
+on 127.0.0.1: no port is opened, and the kernel has no reason to warn about unencrypted TCP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from pathlib import Path
+
+import papermill
+from traitlets.config import Config
+
+from helpers.paths import PROJECT_ROOT
+
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
+IPC_KERNEL = Config({"KernelManager": {"transport": "ipc"}})
+
+
+def execute(notebook: str | Path, out: str | Path, parameters: dict | None = None, *,
+            progress_bar: bool = False) -> dict:
+    """Run `notebook` with `parameters` (cwd: notebooks/), save the executed copy to `out`, return it."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(
+        str(notebook), str(out), parameters=parameters or {}, cwd=str(NOTEBOOKS), kernel_name="python3",
+        progress_bar=progress_bar, config=IPC_KERNEL,
+    )
+    return json.loads(Path(out).read_text())
+
+
+def _value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a plain string
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebook")
+    parser.add_argument("out")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    args = parser.parse_args()
+    execute(args.notebook, args.out, {name: _value(value) for name, value in args.parameter}, progress_bar=True)
+
+
+if __name__ == "__main__":
+    main()
