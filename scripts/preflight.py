@@ -1,0 +1,189 @@
+"""Pre-flight for a learner's machine: can it run the course? One table of check / ok / found / fix.
+
+    bash scripts/preflight.sh        (or: .venv/bin/python scripts/preflight.py)
+
+Under a minute: it starts the packaged model once on 127.0.0.1, loads GSM8K (from GSM8K_DIR, or
+like the notebooks from the HF hub or its cache) and starts a Jupyter kernel.
+Exit code 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETUP = "bash scripts/setup_env.sh"
+# What the course needs. Memory: scripts/bench_grpo.py measures the training's peak RSS. Disk: one
+# notebook 02 run left 2.6 GB in runs/ (a 1.6 GB checkpoint with optimizer state, the 0.5 GB final
+# model, the 0.5 GB converted start model), and saving briefly holds a second checkpoint.
+TRAINING_PEAK_GB = 5.0  # notebook 02's CPU GRPO run peaks at ~5 GB RSS
+RUNS_NEED_GB = 5.0
+MEASURED_CORES = 2  # the course's minutes are measured on 2 cores
+COLUMNS = (("check", 16), ("ok", 4), ("found", 46), ("fix", 56))
+
+
+@dataclass
+class Check:
+    check: str
+    ok: bool
+    found: str
+    fix: str
+
+
+def python_venv() -> tuple[bool, str]:
+    version = ".".join(map(str, sys.version_info[:3]))
+    in_venv = sys.prefix != sys.base_prefix
+    where = _shown(Path(sys.prefix)) if in_venv else f"not in a virtual environment ({sys.prefix})"
+    return sys.version_info[:2] == (3, 11) and in_venv, f"Python {version}, {where}"
+
+
+def pinned_packages() -> tuple[bool, str]:
+    from helpers.install_check import versions_table
+
+    table = versions_table()
+    wrong = table[~table["ok"]]
+    if wrong.empty:
+        return True, f"all {len(table)} key packages at their pinned versions"
+    return False, "; ".join(f"{name} {row.installed} (pinned {row.pinned})" for name, row in wrong.iterrows())
+
+
+def local_model() -> tuple[bool, str]:
+    from helpers.endpoint import timed_chat
+    from helpers.local.llama_server import LocalModelServer
+
+    with LocalModelServer(parallel=1, startup_timeout_s=30) as server:
+        endpoint = server.endpoint()
+        endpoint.client = endpoint.client.with_options(timeout=30)
+        chat = timed_chat(endpoint, "Say hello in three words.", max_tokens=12)
+    reply = " ".join((chat["reply"] or "").split())
+    return bool(reply), (f"{endpoint.model} up in {server.startup_s:.1f} s, "
+                         f"replied in {chat['latency (s)']} s: {reply!r}")
+
+
+def gsm8k() -> tuple[bool, str]:
+    import datasets
+    from gsm8k_course import load_gsm8k
+
+    datasets.disable_progress_bars()
+    source = f"GSM8K_DIR={os.environ['GSM8K_DIR']}" if os.environ.get("GSM8K_DIR") else "openai/gsm8k (HF hub)"
+    rows = {split: len(load_gsm8k(split)) for split in ("train", "test")}
+    return True, f"train {rows['train']} and test {rows['test']} rows from {source}"
+
+
+def disk() -> tuple[bool, str]:
+    from helpers.paths import runs_dir
+
+    runs = runs_dir()
+    free_gb = shutil.disk_usage(runs).free / 2**30
+    return free_gb >= RUNS_NEED_GB, f"{free_gb:.1f} GB free for {_shown(runs)}/ (needs {RUNS_NEED_GB:.0f} GB)"
+
+
+def memory() -> tuple[bool, str]:
+    import psutil
+
+    now = psutil.virtual_memory()
+    available_gb, total_gb = now.available / 2**30, now.total / 2**30
+    return available_gb >= TRAINING_PEAK_GB, (f"{available_gb:.1f} of {total_gb:.1f} GB available "
+                                              f"(needs {TRAINING_PEAK_GB:.0f} GB)")
+
+
+def cpu_cores() -> tuple[bool, str]:
+    cores = len(os.sched_getaffinity(0))
+    return cores >= MEASURED_CORES, f"{cores} cores, load average {os.getloadavg()[0]:.1f}"
+
+
+def jupyter_kernel() -> tuple[bool, str]:
+    from jupyter_client.manager import start_new_kernel
+
+    from helpers.paths import runs_dir
+
+    started = time.monotonic()
+    with open(runs_dir("logs") / "preflight-kernel.log", "wb") as log:  # the kernel's own chatter
+        manager, client = start_new_kernel(kernel_name="python3", startup_timeout=30, stderr=log)
+    lines: list[str] = []
+    try:
+        client.execute_interactive(
+            "import sys; print(sys.prefix)", timeout=15,
+            output_hook=lambda msg: lines.append(msg["content"]["text"]) if msg["msg_type"] == "stream" else None)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    kernel_prefix = Path("".join(lines).strip())
+    found = f"python3 kernel up in {time.monotonic() - started:.1f} s, runs {_shown(kernel_prefix)}"
+    same = kernel_prefix.resolve() == Path(sys.prefix).resolve()
+    return same, found if same else f"{found}, not this venv"
+
+
+# (check, function, fix). A function returns (ok, what it found); one that raises fails its check
+# with the error's first line (the course's own errors name their fix in plain words).
+CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
+    ("Python 3.11 venv", python_venv,
+     f"{SETUP} (PYTHON=/path/to/python3.11), then use .venv/bin/python"),
+    ("pinned packages", pinned_packages, f"rm -rf .venv && {SETUP}"),
+    ("local model", local_model,
+     f"{SETUP}; the server's log is under runs/logs/. Behind a proxy: export NO_PROXY=127.0.0.1,localhost"),
+    ("GSM8K", gsm8k, "set GSM8K_DIR to a folder with train.jsonl and test.jsonl"),
+    ("disk", disk, f"free {RUNS_NEED_GB:.0f} GB, or set COURSE_RUNS_DIR to a folder on a bigger disk"),
+    ("memory", memory,
+     (f"notebook 02's training peaks at ~{TRAINING_PEAK_GB:.0f} GB: close other programs and kernels, "
+     "or lower num_generations / prompts_per_step in its parameters")),
+    ("CPU cores", cpu_cores,
+     (f"the course's minutes are measured on {MEASURED_CORES} cores: expect longer runs, or use the "
+     "1-hour parameters (INSTRUCTOR_GUIDE.md)")),
+    ("Jupyter kernel", jupyter_kernel,
+     ("another 'python3' kernelspec shadows this venv's (.venv/bin/jupyter kernelspec list shows "
+     "where): .venv/bin/jupyter kernelspec remove python3; its log: runs/logs/preflight-kernel.log")),
+]
+
+
+def run_checks() -> list[Check]:
+    """Every check, in order; a broken install still gets its table."""
+    results = []
+    for name, function, fix in CHECKS:
+        try:
+            ok, found = function()
+        except Exception as e:  # noqa: BLE001 - whatever breaks, the learner gets a row saying what
+            ok, found = False, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        results.append(Check(name, ok, found, fix))
+    return results
+
+
+def format_table(results: list[Check]) -> str:
+    """Fixed-width columns; long cells wrap onto continuation lines. The fix shows on failures only."""
+    rows = [[name for name, _ in COLUMNS]]
+    rows += [[r.check, "yes" if r.ok else "no", r.found, "" if r.ok else r.fix] for r in results]
+    lines = []
+    for row in rows:
+        cells = [textwrap.wrap(text, width) or [""] for text, (_, width) in zip(row, COLUMNS)]
+        for i in range(max(map(len, cells))):
+            parts = [(cell[i] if i < len(cell) else "").ljust(width) for cell, (_, width) in zip(cells, COLUMNS)]
+            lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def main() -> int:
+    started = time.monotonic()
+    print("preflight: checking this machine for the course (under a minute) ...", flush=True)
+    results = run_checks()
+    print(format_table(results))
+    passed = sum(r.ok for r in results)
+    print(f"preflight: {passed} of {len(results)} checks passed in {time.monotonic() - started:.0f} s")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""scripts/preflight.py: one real run on this machine (model, GSM8K, Jupyter kernel), and a check that fails."""
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFLIGHT = ROOT / "scripts" / "preflight.py"
+# What any machine that runs this test suite has (its other rows depend on the machine's load).
+MUST_PASS = ("Python 3.11 venv", "pinned packages", "local model", "GSM8K", "Jupyter kernel")
+
+
+def load_preflight():
+    spec = importlib.util.spec_from_file_location("preflight", PREFLIGHT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_rows(output: str, names: list[str]) -> dict[str, str]:
+    """check name -> 'yes'/'no', from the printed table."""
+    rows = {}
+    for name in names:
+        match = re.search(rf"^{re.escape(name)}\s+(yes|no)\s", output, re.MULTILINE)
+        assert match, f"no row for {name!r} in:\n{output}"
+        rows[name] = match.group(1)
+    return rows
+
+
+def test_preflight_prints_one_table_and_exits_by_it(gsm8k_dir):
+    names = [name for name, _, _ in load_preflight().CHECKS]
+    result = subprocess.run([sys.executable, str(PREFLIGHT)], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT, check=False)
+    assert re.search(r"^check\s+ok\s+found\s+fix$", result.stdout, re.MULTILINE), result.stdout
+    rows = table_rows(result.stdout, names)
+    for name in MUST_PASS:
+        assert rows[name] == "yes", result.stdout
+    passed = sum(ok == "yes" for ok in rows.values())
+    assert f"preflight: {passed} of {len(names)} checks passed in" in result.stdout
+    assert result.returncode == (0 if passed == len(names) else 1), result.stdout
+
+
+def test_a_failing_check_gets_its_error_and_fix_and_exit_code_1(tmp_path, monkeypatch, capsys):
+    preflight = load_preflight()
+    monkeypatch.setattr(preflight, "CHECKS", [c for c in preflight.CHECKS if c[0] == "GSM8K"])
+    monkeypatch.setenv("GSM8K_DIR", str(tmp_path))  # a folder without train.jsonl / test.jsonl
+    [result] = preflight.run_checks()
+    assert not result.ok
+    assert result.found == f"GSM8KUnavailable: {tmp_path / 'train.jsonl'} is missing: " \
+                           "GSM8K_DIR must hold train.jsonl (and the other split)."
+    assert result.fix == "set GSM8K_DIR to a folder with train.jsonl and test.jsonl"
+    assert preflight.main() == 1
+    output = capsys.readouterr().out
+    assert table_rows(output, ["GSM8K"]) == {"GSM8K": "no"}
+    assert "preflight: 0 of 1 checks passed" in output
