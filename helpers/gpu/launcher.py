@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.scrubbing import scrub
 from helpers.paths import PROJECT_ROOT, runs_dir
 
@@ -182,7 +183,7 @@ def _wait_for_server(plan: LaunchPlan, server: subprocess.Popen, log: Path, time
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             raise RuntimeError(f"vf-vllm exited during start-up (code {server.returncode}):\n{tail}")
         try:
-            with urllib.request.urlopen(plan.health_url, timeout=2) as r:
+            with NO_PROXY_OPENER.open(plan.health_url, timeout=2) as r:
                 if r.status == 200:
                     return
         except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -26,6 +26,9 @@ from helpers.paths import PROJECT_ROOT, runs_dir
 
 HOST = "127.0.0.1"
 HERE = Path(__file__).resolve().parent
+# Requests to our own servers never go through a proxy (an HTTP_PROXY without NO_PROXY=127.0.0.1
+# would otherwise swallow them, and the server would seem never to start).
+NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class EndpointError(RuntimeError):
@@ -66,7 +69,7 @@ class ChildServer:
         from helpers.endpoint import Endpoint
 
         client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.client_timeout_s,
-                               max_retries=0)
+                               max_retries=0, http_client=openai.DefaultHttpxClient(trust_env=False))
         return Endpoint(client=client, model=self.served_model, kind=self.endpoint_kind, base_url=self.base_url)
 
     @property
@@ -105,7 +108,7 @@ class ChildServer:
                     f"Last lines of {self.log_path}:\n{self._log_tail()}"
                 )
             try:
-                with urllib.request.urlopen(f"http://{HOST}:{self.port}/health", timeout=2) as r:
+                with NO_PROXY_OPENER.open(f"http://{HOST}:{self.port}/health", timeout=2) as r:
                     if r.status == 200:
                         self.startup_s = time.monotonic() - started
                         return
