@@ -128,7 +128,7 @@ CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
      f"{SETUP} (PYTHON=/path/to/python3.11), then use .venv/bin/python"),
     ("pinned packages", pinned_packages, f"rm -rf .venv && {SETUP}"),
     ("local model", local_model,
-     f"{SETUP}; the server's log is under runs/logs/. Behind a proxy: export NO_PROXY=127.0.0.1,localhost"),
+     f"{SETUP}; the server's log is under runs/logs/"),
     ("GSM8K", gsm8k, "set GSM8K_DIR to a folder with train.jsonl and test.jsonl"),
     ("disk", disk, f"free {RUNS_NEED_GB:.0f} GB, or set COURSE_RUNS_DIR to a folder on a bigger disk"),
     ("memory", memory,
