@@ -41,11 +41,10 @@ NO_TOOL_SYSTEM_PROMPT = (
 
 MAX_EXPRESSION_CHARS = 200
 MAX_ABS_VALUE = 10**15  # far beyond any GSM8K quantity; keeps every step of the walk fast
-OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-}
-SIGNS = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+# Keyed by the AST node's class name (Weave records an op's globals; it cannot store type keys).
+OPERATORS = {"Add": operator.add, "Sub": operator.sub, "Mult": operator.mul,
+             "Div": operator.truediv, "Mod": operator.mod, "Pow": operator.pow}
+SIGNS = {"UAdd": operator.pos, "USub": operator.neg}
 ALLOWED = "numbers, + - * / ** %, and parentheses"
 
 
@@ -73,14 +72,14 @@ def calculate(expression: str) -> str:
 def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return _checked(node.value)
-    if isinstance(node, ast.UnaryOp) and type(node.op) in SIGNS:
-        return SIGNS[type(node.op)](_evaluate(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+    if isinstance(node, ast.UnaryOp) and type(node.op).__name__ in SIGNS:
+        return SIGNS[type(node.op).__name__](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op).__name__ in OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow):
             _check_power(left, right)
         try:
-            return _checked(OPERATORS[type(node.op)](left, right))
+            return _checked(OPERATORS[type(node.op).__name__](left, right))
         except ZeroDivisionError:
             raise CalculatorError("division by zero") from None
         except OverflowError:
