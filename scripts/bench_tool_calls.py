@@ -91,7 +91,7 @@ SETUPS = {  # name: (use_tool, chat template, worked example, extra sampling arg
 }
 
 
-def serve(chat_template: str | None, parallel: int = 4) -> tuple[xlc.Server, str]:
+def serve(chat_template: str | None, threads: int, parallel: int = 4) -> tuple[xlc.Server, str]:
     """llama.cpp's server in this process, as helpers/local/llama_child.py starts it."""
     params = xlc.CommonParams()
     params.model.path = str(packaged_model_path())
@@ -101,7 +101,7 @@ def serve(chat_template: str | None, parallel: int = 4) -> tuple[xlc.Server, str
     params.n_parallel = parallel
     params.n_ctx = 2048 * parallel
     params.cache_prompt = False
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = os.cpu_count() or 1
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
     if chat_template:
         params.chat_template = chat_template
     return xlc.Server(params), f"http://{HOST}:{params.port}/v1"
@@ -175,6 +175,8 @@ def main() -> None:
     parser.add_argument("--num-examples", type=int, default=40, help="GSM8K test questions (1 rollout each)")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--setups", nargs="*", default=list(SETUPS), choices=list(SETUPS))
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="llama.cpp threads (fewer than the cores when other programs share them)")
     args = parser.parse_args()
     quiet_library_logs()
     info = machine_info()
@@ -183,7 +185,7 @@ def main() -> None:
     print(f"llama.cpp's log and the progress bars: {display_path(log)}")
     for template in dict.fromkeys(SETUPS[name][1] for name in args.setups):  # one server per template
         with stderr_to(log):
-            server, base_url = serve(template)
+            server, base_url = serve(template, args.threads)
         try:
             caps["tool template" if template else "model's template"] = template_caps(base_url)
             for name in args.setups:
@@ -210,7 +212,7 @@ def main() -> None:
         print(f"{row['setup']:<24}" + "".join(f"{c:>20}" for c in cells))
     write_result("tool_calls", info, {
         "model": LOCAL_MODEL_NAME, "xllamacpp": xlc.__version__, "num_examples": args.num_examples,
-        "sampling": {"max_tokens": args.max_tokens, "temperature": 0.0}, "max_turns": 4,
+        "sampling": {"max_tokens": args.max_tokens, "temperature": 0.0}, "max_turns": 4, "threads": args.threads,
         "system_prompt": SYSTEM_PROMPT, "chat_template_caps": caps, "setups": rows,
     })
 
