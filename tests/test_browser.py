@@ -2,8 +2,12 @@
 Playwright, Run All Cells with the CI parameters, then check what a learner sees: the charts,
 the clickable trace-tree widget, and no "Error displaying widget" or Traceback.
 
+Also: a multi-turn rollout's exported trace (notebook 03's feedback environment) opened in the same
+Chromium reads as a conversation (model turns, environment replies, raw JSON folded).
+
 Needs /usr/bin/chromium (`bash scripts/install_browser.sh`); skipped without it.
-Artifacts: runs/browser/01_traced_gsm8k_eval.png (whole notebook) and 01_trace_tree.png.
+Artifacts: runs/browser/01_traced_gsm8k_eval.png (whole notebook), 01_trace_tree.png and
+03_multiturn_trace.png.
 """
 
 import json
@@ -297,3 +301,76 @@ def full_page_screenshot(page, path: Path) -> None:
         page.screenshot(path=path, full_page=True)
     except PlaywrightError as error:  # a screenshot must never hide the test's real failure
         print(f"browser test: no screenshot ({error})")
+
+
+# A traced multi-turn rollout (notebook 03's feedback environment, with its env_response traced as in
+# the notebook), exported as HTML. 24 tokens at temperature 0: the first answer has no '####' number,
+# so the environment replies and the model takes a second turn.
+MULTITURN_WRITER = """
+import os, sys
+import openai, weave
+from gsm8k_feedback import SYSTEM_PROMPT, FeedbackEnv, FinalAnswerParser, load_gsm8k, make_rubric
+from helpers.trace_views import calls_table, export_trace_html
+from helpers.tracing import init_tracing
+
+
+class TracedFeedbackEnv(FeedbackEnv):
+    @weave.op
+    async def env_response(self, messages, state, **kwargs):
+        return await super().env_response(messages, state, **kwargs)
+
+
+init_tracing("browser-multiturn", quiet=True)
+parser = FinalAnswerParser()
+env = TracedFeedbackEnv(max_turns=2, eval_dataset=load_gsm8k("test", 1, 0), system_prompt=SYSTEM_PROMPT,
+                        parser=parser, rubric=make_rubric(parser))
+client = openai.OpenAI(base_url=sys.argv[1], api_key=os.environ["COURSE_TEST_KEY"])
+env.evaluate(client, sys.argv[2], sampling_args={"max_tokens": 24, "temperature": 0}, num_examples=1)
+rollout = calls_table(op="MultiTurnEnv.rollout").iloc[-1]
+print("PAGE=" + str(export_trace_html(rollout["call_id"], sys.argv[3])))
+"""
+
+
+def test_multiturn_trace_reads_as_a_conversation(local_server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    page_path = tmp_path / "multiturn.html"
+    env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs"), "PYTHONPATH": str(ROOT),
+           "COURSE_TEST_KEY": getattr(local_server, "api_key", None) or "local"}
+    written = subprocess.run([sys.executable, "-c", MULTITURN_WRITER, local_server.base_url, local_server.alias,
+                              str(page_path)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                             stdin=subprocess.DEVNULL, check=False)
+    assert written.returncode == 0 and page_path.is_file(), written.stderr[-3000:]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    outside = []
+
+    def refuse(route):
+        outside.append(route.request.url)
+        route.abort()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.route(lambda u: not u.startswith(("file://", "data:")), refuse)
+            page.goto(page_path.as_uri())
+            rollout = page.locator("details.node").first  # the rollout, open
+            messages = rollout.locator(":scope > .tvc .msg")
+            roles = [m.get_attribute("class").split()[-1] for m in messages.all()]
+            assert roles.count("assistant") == 2 and "environment" in roles, roles
+            assert roles.index("user") < roles.index("assistant") < roles.index("environment"), roles
+            assert rollout.locator(":scope > .tvc .badges .reward").first.inner_text().startswith("reward")
+            text = page.locator("body").inner_text()  # what is rendered: folded raw JSON is not
+            assert "assistant · turn 2" in text.lower() and "Not yet" in text
+            for internal in ("_bases", "_class_name", "\"_type\""):
+                assert internal not in text, f"{internal} shown outside the raw JSON"
+            # the model calls and the environment's reply are the rollout's children, titled by what they said
+            titles = rollout.locator(":scope > details.node > summary").all_inner_texts()
+            assert sum("get_model_response" in t for t in titles) == 2 and any("env_response" in t for t in titles)
+            page.screenshot(path=ARTIFACTS / "03_multiturn_trace.png", full_page=True)
+            raw = rollout.locator(":scope > .tvc > details > summary", has_text="raw JSON").first
+            raw.click()
+            assert "\"inputs\"" in rollout.locator(":scope > .tvc > details > pre.raw").first.inner_text()
+        finally:
+            browser.close()
+    assert outside == [], f"the page tried to reach outside: {outside}"

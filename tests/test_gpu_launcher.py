@@ -53,6 +53,21 @@ def test_plan_follows_the_verifiers_recipe():
     assert args.model == "willcb/Qwen3-0.6B" and args.vllm_host == "127.0.0.1" and args.vllm_port == plan.port
 
 
+def test_plan_can_train_another_environment():
+    """The multi-turn feedback environment (notebook 03) goes to the same recipe by id and arguments."""
+    plan = gpu_plan.build_plan(run_name="plan_test", env_id="gsm8k-feedback", env_args={"max_turns": 3})
+    train = plan.train_cmd
+    args = _train_script().parse_args(train[train.index("--config-file") + 3:])
+    assert args.env_id == "gsm8k-feedback" and args.env_args == {"max_turns": 3}
+    default = _train_script().parse_args([])
+    assert default.env_id == "gsm8k-course" and default.env_args == {}
+    # the default plan still trains gsm8k-course
+    train = gpu_plan.build_plan(run_name="plan_test").train_cmd
+    assert train[train.index("--env-id") + 1] == "gsm8k-course"
+    source = (ROOT / "training" / "train_gsm8k_verifiers.py").read_text()
+    assert "vf.load_environment(args.env_id, **args.env_args)" in source
+
+
 def test_checks_say_what_is_missing_on_a_cpu_machine():
     plan = gpu_plan.build_plan(run_name="plan_test")
     checks = plan.checks(gpus=0)

@@ -8,6 +8,7 @@ closed: nothing may prompt); this process only reads what they stored.
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -221,6 +222,10 @@ def test_viewers(store_session, tmp_path):
     page = export_trace_html(root.call_id, tmp_path / "trace.html", session=store_session)
     html = page.read_text()
     assert "openai.chat.completions.create" in html and "<details" in html and SECRET not in html
+    # each call reads as a conversation; Weave's bookkeeping only inside the raw JSON blocks
+    assert "assistant · turn 1" in html and "class='msg user'" in html
+    shown = re.sub(r"<pre class='raw'>.*?</pre>", "", html, flags=re.DOTALL)
+    assert "raw JSON" in shown and "_bases" not in shown and "_class_name" not in shown
 
 
 def test_wandb_offline_history(traced, runs):

@@ -16,6 +16,7 @@ the rubric's scoring calls, and metrics go to wandb (`report_to="wandb"`). A rer
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -44,6 +45,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vllm-port", type=int, default=8000)
     p.add_argument("--no-lora", action="store_true", help="full fine-tuning instead of vf.lora_defaults()")
     p.add_argument("--project", default="verifiers-course", help="Weave / wandb project")
+    p.add_argument("--env-id", default="gsm8k-course",
+                   help="verifiers environment module to train on, e.g. gsm8k-feedback (multi-turn)")
+    p.add_argument("--env-args", type=json.loads, default={},
+                   help="its load_environment arguments as JSON; gsm8k-course also gets --variant and the sizes")
     return p.parse_args(argv)
 
 
@@ -80,8 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     from helpers.tracing import init_tracing
 
     init_tracing(args.project)  # Weave traces rubric scoring (local store, or W&B with a key)
-    env = vf.load_environment("gsm8k-course", variant=args.variant, num_examples=args.num_train_examples,
-                              num_eval_examples=args.num_eval_examples)
+    if args.env_id == "gsm8k-course":
+        env = vf.load_environment("gsm8k-course", variant=args.variant, num_examples=args.num_train_examples,
+                                  num_eval_examples=args.num_eval_examples, **args.env_args)
+    else:
+        env = vf.load_environment(args.env_id, **args.env_args)
     model, tokenizer = vf.get_model_and_tokenizer(args.model)
     training_args = vf.grpo_defaults(run_name=args.run_name)
     for key, value in training_overrides(args).items():

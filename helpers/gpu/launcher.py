@@ -17,6 +17,7 @@ the tests check the plan without running it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -123,8 +124,13 @@ def _bin(name: str) -> str:
 def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-0.6b", max_steps: int = 200,
                variant: str = "think", num_eval_examples: int = 100, host: str = "127.0.0.1",
                port: int = 8000, inference_gpu: int = 0, train_gpu: int = 1, extra_args: list[str] | None = None,
-               project: str = "verifiers-course") -> LaunchPlan:
-    """The two commands of the verifiers recipe, with their environments (nothing is started)."""
+               project: str = "verifiers-course", env_id: str = "gsm8k-course",
+               env_args: dict | None = None) -> LaunchPlan:
+    """The two commands of the verifiers recipe, with their environments (nothing is started).
+
+    env_id / env_args: the verifiers environment module to train on and its load_environment
+    arguments (e.g. "gsm8k-feedback", {"max_turns": 3}); `variant` applies to gsm8k-course only.
+    """
     output_dir = runs_dir("grpo", run_name)
     server_env = {"CUDA_VISIBLE_DEVICES": str(inference_gpu)}
     server_cmd = [_bin("vf-vllm"), "--model", model, "--enforce-eager", "--disable-log-requests",
@@ -137,7 +143,8 @@ def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-
                  str(TRAIN_SCRIPT), "--model", model, "--variant", variant, "--run-name", run_name,
                  "--output-dir", str(output_dir), "--max-steps", str(max_steps),
                  "--num-eval-examples", str(num_eval_examples), "--vllm-host", host, "--vllm-port", str(port),
-                 "--project", project, *(extra_args or [])]
+                 "--project", project, "--env-id", env_id, "--env-args", json.dumps(env_args or {}),
+                 *(extra_args or [])]
     return LaunchPlan(server_cmd, server_env, train_cmd, train_env, host, port, output_dir, model)
 
 

@@ -1,0 +1,161 @@
+"""Notebook 03 (multi-turn and tool environments): its exercises, checks and solutions without a
+kernel, the calculator written in its cells against the shipped module's, and the whole notebook
+under papermill with small CI parameters against the real local stack."""
+
+import ast
+import itertools
+import json
+import re
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+import pytest
+from notebook_run import NOTEBOOKS, execute, outputs_text
+
+NOTEBOOK = NOTEBOOKS / "03_multiturn_and_tools.ipynb"
+SOLUTIONS = NOTEBOOKS.parent / "solutions" / "03_multiturn_and_tools.md"
+CALCULATOR_MODULE = NOTEBOOKS.parent / "environments" / "gsm8k_calculator" / "gsm8k_calculator.py"
+CI_PARAMETERS = {"num_examples": 3, "rollouts_per_example": 1, "max_turns": 2, "tool_max_turns": 2,
+                 "max_tokens": 64, "vf_eval_examples": 2, "run_name": "03_ci"}
+EXERCISES = ("03-feedback-hints", "03-turn-discount", "03-tool-calls")
+
+
+def cells() -> list[dict]:
+    return [{**c, "source": "".join(c["source"])} for c in json.loads(NOTEBOOK.read_text())["cells"]]
+
+
+def parameters() -> dict:
+    cell = next(c for c in cells() if "parameters" in c["metadata"].get("tags", []))
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse(cell["source"]).body
+            if isinstance(node, ast.Assign)}
+
+
+def test_ci_parameters_exist():
+    values = parameters()
+    for name in CI_PARAMETERS:
+        assert name in values, name
+
+
+def exercise_cells() -> dict[str, str]:
+    """Exercise name -> the exercise cell's source (the cell before each check)."""
+    found, all_cells = {}, cells()
+    for cell, after in itertools.pairwise(all_cells):
+        if "exercise" in cell["metadata"].get("tags", []):
+            match = re.search(r'check\("([^"]+)"', after["source"])
+            assert match, f"exercise cell not followed by a check: {cell['source'][:80]}"
+            assert "# your code here" in cell["source"]
+            found[match.group(1)] = cell["source"]
+    return found
+
+
+def solution_blocks() -> dict[str, str]:
+    text = SOLUTIONS.read_text()
+    return {name: block for name, block in re.findall(r"## Exercise (\S+)\s+```python\n(.*?)```", text, re.DOTALL)}
+
+
+def run_exercise(source: str):
+    """Run an exercise (or solution) cell with the names the notebook defines before it; return its function."""
+    from gsm8k_course import canonical_number, correct_answer
+
+    namespace = {"canonical_number": canonical_number, "correct_answer": correct_answer, "discount": 0.5}
+    exec(compile(source, "<exercise>", "exec"), namespace)  # noqa: S102 - the notebook's own cell
+    return next(v for k, v in namespace.items() if callable(v) and k not in ("canonical_number", "correct_answer"))
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_checks_say_not_yet_as_committed_and_correct_with_the_solution(name, capsys):
+    from helpers.checks import check
+
+    exercises, solutions = exercise_cells(), solution_blocks()
+    assert set(exercises) == set(solutions) == set(EXERCISES)
+    assert check(name, run_exercise(exercises[name])) is False
+    assert capsys.readouterr().out.startswith(f"not yet — {name}: ")
+    assert check(name, run_exercise(solutions[name])) is True
+    assert capsys.readouterr().out.strip() == f"correct — {name}"
+
+
+def test_solutions_answer_every_review_question():
+    questions = re.findall(r"^\d+\. ", next(c["source"] for c in cells() if "## Review questions" in c["source"]),
+                           re.MULTILINE)
+    answers = re.findall(r"^\d+\. \*\*", SOLUTIONS.read_text().split("## Review questions")[1], re.MULTILINE)
+    assert 5 <= len(questions) <= 8 and len(answers) == len(questions)
+
+
+def _definitions(source: str) -> dict[str, str]:
+    """Top-level functions, classes and constants of a source, as AST dumps (decorators left out)."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            node.decorator_list = []
+            found[node.name] = ast.dump(node)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = ast.dump(node)
+    return found
+
+
+def test_notebook_calculator_is_the_shipped_one():
+    """The calculator the learner reads in the notebook is the tested one of gsm8k-calculator."""
+    cell = next(c["source"] for c in cells() if "def calculate(" in c["source"])
+    in_notebook, shipped = _definitions(cell), _definitions(CALCULATOR_MODULE.read_text())
+    names = ("calculate", "_evaluate", "_check_power", "_checked", "_describe", "_format", "CalculatorError",
+             "OPERATORS", "SIGNS", "ALLOWED", "MAX_EXPRESSION_CHARS", "MAX_ABS_VALUE")
+    for name in names:
+        assert in_notebook.get(name) == shipped.get(name), f"{name} differs between notebook 03 and the module"
+    assert "@weave.op\ndef calculate(" in cell
+
+
+@pytest.fixture
+def uninstall_learner_module(tmp_path):
+    """The notebook installs the learner's module (editable) from COURSE_RUNS_DIR; undo it when that is ours."""
+    yield
+    try:
+        url = metadata.distribution("my-gsm8k-feedback").read_text("direct_url.json") or ""
+    except metadata.PackageNotFoundError:
+        return
+    if str(tmp_path) in url:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "my-gsm8k-feedback"], check=False,
+                       capture_output=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.notebook
+def test_03_multiturn_and_tools(tmp_path, monkeypatch, uninstall_learner_module):
+    from helpers.evaluation import load_eval_run
+    from helpers.trace_views import calls_table
+    from helpers.tracing import open_local_traces
+
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))  # the kernel inherits it
+    started = time.monotonic()
+    notebook = execute(NOTEBOOK.stem, tmp_path / "03.ipynb", **CI_PARAMETERS)
+    print(f"notebook 03 (CI parameters) ran in {time.monotonic() - started:.0f} s")
+    text = outputs_text(notebook)
+    for noise in ("Traceback", "Event loop is closed", "Error getting code deps"):
+        assert noise not in text, f"{noise!r} in the notebook's output"
+    assert "not yet — 03-feedback-hints" in text  # the committed exercises say so, and Run All went on
+
+    # the feedback environment: rollouts, each with its turns, saved like notebook 01's runs
+    run = load_eval_run(runs / "evals" / "03_ci_feedback")
+    assert len(run.rollouts) == CI_PARAMETERS["num_examples"]
+    assert run.rollouts["turns"].between(1, CI_PARAMETERS["max_turns"]).all()
+    assert {"discounted_correct", "hash_format", "solved", "turns", "reward"} <= set(run.rollouts)
+
+    # its trace: rollout -> model calls and environment replies, turn by turn
+    session = open_local_traces("verifiers-course", runs / "traces" / "verifiers-course")
+    calls = calls_table(session=session)
+    ops = calls.set_index("call_id")["op"]
+    replies = calls[calls["op"].str.endswith("FeedbackEnv.env_response")]
+    in_rollouts = replies[replies["parent_id"].map(ops).fillna("").str.endswith("MultiTurnEnv.rollout")]
+    assert len(in_rollouts), "no environment reply traced inside a rollout"
+    turns = calls[calls["op"].str.endswith("get_model_response")].groupby("parent_id").size()
+    assert turns.max() >= 2, "no rollout with two model turns in the trace"
+    assert (calls["op"] == "calculate").any(), "the calculator's calls are not traced as their own op"
+
+    # the tool measurement, the learner's module under vf-eval, and the closing figures
+    assert "tool-call rate" in text and "valid-argument rate" in text
+    assert "FeedbackEnv" in text and re.search(r"^reward: avg - [0-9.]+", text, re.MULTILINE)
+    assert re.search(r"turns per rollout \d", text) and "vf-eval on your module: exit code 0" in text
+    assert re.search(r"this notebook ran for [0-9.]+ minutes", text)
+    exported = list((runs / "exports").glob("trace-*.html"))
+    assert exported and "assistant · turn 2" in exported[0].read_text()
