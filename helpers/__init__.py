@@ -9,7 +9,8 @@ keep_telemetry_local()  # first: before anything below imports weave or wandb
 import pandas as _pd
 from gsm8k_course import GSM8KUnavailable, load_gsm8k
 
-from helpers.endpoint import Endpoint, EndpointError, get_client, timed_chat
+from helpers.checks import check
+from helpers.endpoint import Endpoint, EndpointError, get_client
 from helpers.env import build_gsm8k_env, quiet_library_logs
 from helpers.eval_views import (
     accuracy_table,
@@ -22,7 +23,7 @@ from helpers.eval_views import (
     show_source,
     vf_eval_command,
 )
-from helpers.evaluation import EvalRun, load_eval_run, record_evaluation, run_evaluation
+from helpers.evaluation import EvalRun, load_eval_run, record_evaluation
 from helpers.install_check import hardware_summary, show_record, versions_table
 from helpers.modes import describe_modes
 from helpers.paths import display_path, runs_dir
@@ -44,6 +45,7 @@ __all__ = [
     "accuracy_table",
     "build_gsm8k_env",
     "calls_table",
+    "check",
     "compare_designs",
     "describe_modes",
     "display_path",
@@ -61,11 +63,9 @@ __all__ = [
     "record_evaluation",
     "rescore",
     "rollouts_view",
-    "run_evaluation",
     "runs_dir",
     "show_record",
     "show_source",
-    "timed_chat",
     "trace_tree_widget",
     "upload_local_traces",
     "versions_table",

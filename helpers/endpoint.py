@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,21 +112,3 @@ def connection_lost(error: openai.APIConnectionError) -> EndpointError:
             "new server), then this one.")
     url = getattr(getattr(error, "request", None), "url", "the model endpoint")
     return EndpointError(f"Lost the connection to {url} during the call ({error}). Is the server still running?")
-
-
-def timed_chat(endpoint: Endpoint, prompt: str, max_tokens: int = 64, temperature: float = 0.0) -> dict:
-    """One chat completion, with its latency and generation speed."""
-    started = time.monotonic()
-    reply = endpoint.client.chat.completions.create(
-        model=endpoint.model, messages=[{"role": "user", "content": prompt}],
-        max_tokens=max_tokens, temperature=temperature,
-    )
-    latency = time.monotonic() - started
-    tokens = reply.usage.completion_tokens if reply.usage else None
-    return {
-        "prompt": prompt,
-        "reply": reply.choices[0].message.content,
-        "latency (s)": round(latency, 2),
-        "completion tokens": tokens,
-        "tokens/s": round(tokens / latency, 1) if tokens else None,
-    }

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +27,6 @@ from helpers.endpoint import Endpoint
 from helpers.local.scrubbing import write_json, write_text
 from helpers.modes import describe_modes
 from helpers.paths import runs_dir
-from helpers.worker_thread import in_worker_thread
 
 
 @dataclass
@@ -111,23 +109,6 @@ def record_evaluation(outputs: vf.GenerateOutputs, env: vf.Environment, endpoint
         "summary": summarize(rollouts, list(outputs.metrics)),
     }
     return EvalRun(name=name, rollouts=rollouts, info=info)
-
-
-def run_evaluation(env: vf.Environment, endpoint: Endpoint, *, name: str, num_examples: int,
-                   rollouts_per_example: int = 1, max_concurrent: int = 4,
-                   sampling_args: dict | None = None, env_args: dict | None = None) -> EvalRun:
-    """`env.evaluate(...)` with the given endpoint, timed, as an EvalRun (not yet saved)."""
-    started = time.monotonic()
-    outputs = in_worker_thread(
-        env.evaluate, endpoint.client, endpoint.model, sampling_args=sampling_args or {},
-        num_examples=num_examples, rollouts_per_example=rollouts_per_example,
-        max_concurrent=max_concurrent,
-    )
-    return record_evaluation(
-        outputs, env, endpoint, name=name, rollouts_per_example=rollouts_per_example,
-        wall_s=time.monotonic() - started, max_concurrent=max_concurrent,
-        sampling_args=sampling_args, env_args=env_args,
-    )
 
 
 def load_eval_run(name_or_path: str | Path) -> EvalRun:

@@ -1,4 +1,5 @@
-"""Benchmark of notebook 01's evaluation on the local endpoint; prints a table.
+"""Benchmark of notebook 01's evaluation on the local endpoint; prints a table and writes
+benchmarks/results/eval-<date>.json.
 
     .venv/bin/python scripts/bench_eval.py [--rollouts 16] [--max-tokens 256]
 
@@ -11,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_results import machine_info, write_result
 
 from helpers import build_gsm8k_env
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
@@ -22,6 +29,7 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=16, help="examples evaluated (1 rollout each)")
     parser.add_argument("--max-tokens", type=int, default=256)
     args = parser.parse_args()
+    info = machine_info()
     env = build_gsm8k_env(variant="hash", num_eval_examples=args.rollouts)
     sampling = {"max_tokens": args.max_tokens, "temperature": 0.7}
     rows = []
@@ -39,6 +47,9 @@ def main() -> None:
     print(f"{'n_parallel':>10} {'max_concurrent':>14} {'wall s':>8} {'rollouts/s':>11} {'tokens/s':>9}")
     for slots, concurrency, wall, rps, tps in rows:
         print(f"{slots:>10} {concurrency:>14} {wall:>8.1f} {rps:>11.2f} {tps:>9.1f}")
+    write_result("eval", info, {"rollouts": args.rollouts, "max_tokens": args.max_tokens, "runs": [
+        {"n_parallel": slots, "max_concurrent": concurrency, "wall_s": round(wall, 1),
+         "rollouts_per_s": round(rps, 3), "tokens_per_s": round(tps, 1)} for slots, concurrency, wall, rps, tps in rows]})
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""Benchmark CPU GRPO (helpers.grpo): seconds per step split into generation / scoring / update,
-peak RSS, and the reward over the first and last 5 logged steps.
+"""Benchmark of CPU GRPO: notebook 02 itself, run end to end with its default parameters, once per
+rollout path ("server": llama.cpp with a weight sync per step; "generate": TRL's model.generate) and
+seed, side by side. Prints a table and writes benchmarks/results/grpo-<date>.json.
 
-    .venv/bin/python scripts/bench_grpo.py                 # the notebook's default run (~15-40 min)
-    .venv/bin/python scripts/bench_grpo.py --max-steps 3 --max-completion-tokens 32
+    .venv/bin/python scripts/bench_grpo.py                        # server and generate, seeds 0 and 1
+    .venv/bin/python scripts/bench_grpo.py --rollouts server --seeds 0 -p max_steps 3
 
-Tracing (local Weave store) and wandb (offline) are on, as in the notebook. Results are printed as
-a table and written to runs/bench/<run_name>.json. Other processes on the machine slow it down:
-the load average at start and end is printed with the results.
+Each run is a fresh papermill execution in a temporary runs folder (no notebook 01 run to borrow
+examples from: before/after use the first test examples, greedy), so peak memory is the kernel's own.
+Per run: the notebook's minutes end to end, seconds per step split into generation / weight sync /
+scoring / update, peak memory, the reward over the first and last 5 steps (and each reward function),
+the held-out reward before and after, and how far the server's float16 policy is from the trainer's.
 """
 
 from __future__ import annotations
@@ -15,75 +18,76 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
-from dataclasses import asdict, fields
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_results import machine_info, write_result
+
+NOTEBOOK = ROOT / "notebooks" / "02_traced_grpo_training.ipynb"
+
+
+def run_once(rollouts: str, seed: int, overrides: dict) -> dict:
+    from helpers.local.notebook_runner import execute
+
+    with tempfile.TemporaryDirectory() as runs:
+        os.environ["COURSE_RUNS_DIR"] = runs  # the kernel inherits it
+        run_name = f"bench_{rollouts}_{seed}"
+        started = time.monotonic()
+        execute(NOTEBOOK, Path(runs) / "02.ipynb",
+                {"rollouts": rollouts, "seed": seed, "run_name": run_name, "resume": "never", **overrides})
+        wall = time.monotonic() - started
+        summary = json.loads((Path(runs) / "grpo" / run_name / "summary.json").read_text())
+    return {"rollouts": rollouts, "seed": seed, "notebook_minutes": round(wall / 60, 2), **summary}
 
 
 def main() -> None:
-    from helpers.grpo import GRPOSettings
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    defaults = GRPOSettings(run_name="bench_grpo")
-    for f in fields(GRPOSettings):
-        value = getattr(defaults, f.name)
-        kind = type(value) if value is not None else int
-        if kind is bool:
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=lambda s: s.lower() in ("1", "true", "yes"),
-                                default=value)
-        else:
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=value)
+    parser.add_argument("--rollouts", nargs="+", default=["server", "generate"], choices=["server", "generate"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="override one of the notebook's parameters (default: its committed values)")
     args = parser.parse_args()
-    settings = GRPOSettings(**{f.name: getattr(args, f.name) for f in fields(GRPOSettings)})
+    from helpers.local.notebook_runner import _value
 
-    from helpers.env import build_gsm8k_env
-    from helpers.grpo import build_trainer, learning_summary, train
-    from helpers.paths import runs_dir
-    from helpers.tracing import init_tracing
+    overrides = {name: _value(value) for name, value in args.parameter}
+    info = machine_info()
+    runs = []
+    for seed in args.seeds:
+        for rollouts in args.rollouts:
+            print(f"bench_grpo: notebook 02 with rollouts={rollouts!r}, seed {seed} ...", flush=True)
+            runs.append(run_once(rollouts, seed, overrides))
+            print(json.dumps({k: runs[-1][k] for k in ("notebook_minutes", "sec_per_step", "reward_first",
+                                                       "reward_last")}), flush=True)
 
-    load_start = os.getloadavg()[0]
-    started = time.monotonic()
-    init_tracing("grpo-bench")
-    env = build_gsm8k_env(variant=settings.variant, num_examples=settings.num_train_examples,
-                          num_eval_examples=1, seed=settings.seed)
-    trainer = build_trainer(env, settings, resume="never")
-    setup_s = time.monotonic() - started
-    result = train(trainer)
-    m = result.metrics
-    learn = learning_summary(m)
-    table = {
-        "steps": len(m),
-        "generation s/step": m["generation_s"].mean(),
-        "scoring s/step": m["scoring_s"].mean(),
-        "update s/step": m["update_s"].mean(),
-        "total s/step": m["step_s"].mean(),
-        "peak RSS (GB)": result.peak_rss_gb,
-        "setup s (load model, data)": setup_s,
-        "training wall s": result.wall_s,
-        f"reward first {learn['n']}": learn["first"],
-        f"reward last {learn['n']}": learn["last"],
-        "reward gain": learn["gain"],
-        "load avg start / end": f"{load_start:.1f} / {os.getloadavg()[0]:.1f}",
-    }
-    for component in ("correct_answer", "hash_format"):
-        if component in m:
-            s = learning_summary(m, column=component)
-            table[f"{component} first/last {s['n']}"] = f"{s['first']:.2f} -> {s['last']:.2f}"
-    import torch
-
-    table["threads"] = torch.get_num_threads()
-    width = max(len(k) for k in table)
-    print(f"\nCPU GRPO benchmark ({settings.run_name}, seed {settings.seed})")
-    for key, value in table.items():
-        print(f"  {key:<{width}}  {value:.2f}" if isinstance(value, float) else f"  {key:<{width}}  {value}")
-    print("\nper step:\n" + m.round(3).to_string())
-    out = runs_dir("bench") / f"{settings.run_name}.json"
-    out.write_text(json.dumps({"settings": asdict(settings), "table": table,
-                               "metrics": json.loads(m.reset_index().to_json(orient="records"))}, indent=2,
-                              default=str))
-    print(f"\nwritten to {out}")
+    rows = [
+        ("notebook, end to end (min)", "notebook_minutes", "{:.1f}"),
+        ("training (min)", "train_minutes", "{:.1f}"),
+        ("s/step: total", "sec_per_step", "{:.1f}"),
+        ("s/step: generation", "generation_s_sec_per_step", "{:.1f}"),
+        ("s/step: weight sync", "sync_s_sec_per_step", "{:.2f}"),
+        ("s/step: scoring", "scoring_s_sec_per_step", "{:.2f}"),
+        ("s/step: update", "update_s_sec_per_step", "{:.1f}"),
+        ("peak RSS (GB)", "peak_rss_gb", "{:.2f}"),
+        ("reward, first 5 steps", "reward_first", "{:.3f}"),
+        ("reward, last 5 steps", "reward_last", "{:.3f}"),
+        ("reward gain", "reward_gain", "{:+.3f}"),
+        ("held-out reward before", "before_reward", "{:.3f}"),
+        ("held-out reward after", "after_reward", "{:.3f}"),
+    ]
+    header = [f"{r['rollouts']}, seed {r['seed']}" for r in runs]
+    width = max(len(label) for label, _, _ in rows)
+    print(f"\nCPU GRPO, notebook 02 defaults{' + ' + json.dumps(overrides) if overrides else ''}; "
+          f"{info['cpu']}, {info['cores']} cores, load before {info['load_avg_before']}")
+    print(f"| {'':{width}} | " + " | ".join(header) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (len(h) + 2) for h in header) + "|")
+    for label, key, fmt in rows:
+        cells = [fmt.format(r[key]) if isinstance(r.get(key), (int, float)) else "-" for r in runs]
+        print(f"| {label:{width}} | " + " | ".join(f"{c:{len(h)}}" for c, h in zip(cells, header)) + " |")
+    write_result("grpo", info, {"parameters": overrides or "notebook defaults", "runs": runs})
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 
 One llama.cpp server (SmolLM2-135M, temperature 0, fixed seed) serves every run. Each run is a
 fresh Python process (untraced runs never import weave), and untraced/traced runs alternate so that
-a busy machine slows both alike. Prints a table: wall time per run, the traced/untraced ratio, and
-how many calls the store recorded per second.
+a busy machine slows both alike. Prints a table (wall time per run, the traced/untraced ratio, how
+many calls the store recorded per second) and writes benchmarks/results/tracing-<date>.json.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_results import machine_info, write_result
 
 SERVER_KEY_ENV = "COURSE_BENCH_SERVER_KEY"  # the local server's per-start key, for the child processes
 
@@ -96,6 +97,7 @@ def main() -> None:
 
     from helpers.local.llama_server import LocalModelServer
 
+    info = machine_info()
     results: dict[str, list[dict]] = {"untraced": [], "traced": []}
     with tempfile.TemporaryDirectory() as runs_dir, LocalModelServer(parallel=4) as server:
         run_child("untraced", server, argparse.Namespace(rollouts=2, max_tokens=8), runs_dir)  # warm-up
@@ -128,6 +130,8 @@ def main() -> None:
     print(f"| {'measure':{width}s} | value |\n|{'-' * (width + 2)}|-------|")
     for name, value in rows:
         print(f"| {name:{width}s} | {value} |")
+    write_result("tracing", info, {"rollouts": args.rollouts, "max_tokens": args.max_tokens, "table": dict(rows),
+                                   "runs": results})
 
 
 if __name__ == "__main__":

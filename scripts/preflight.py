@@ -55,16 +55,17 @@ def pinned_packages() -> tuple[bool, str]:
 
 
 def local_model() -> tuple[bool, str]:
-    from helpers.endpoint import timed_chat
     from helpers.local.llama_server import LocalModelServer
 
     with LocalModelServer(parallel=1, startup_timeout_s=30) as server:
         endpoint = server.endpoint()
-        endpoint.client = endpoint.client.with_options(timeout=30)
-        chat = timed_chat(endpoint, "Say hello in three words.", max_tokens=12)
-    reply = " ".join((chat["reply"] or "").split())
-    return bool(reply), (f"{endpoint.model} up in {server.startup_s:.1f} s, "
-                         f"replied in {chat['latency (s)']} s: {reply!r}")
+        started = time.monotonic()
+        answer = endpoint.client.with_options(timeout=30).chat.completions.create(
+            model=endpoint.model, messages=[{"role": "user", "content": "Say hello in three words."}],
+            max_tokens=12, temperature=0.0)
+        latency = time.monotonic() - started
+    reply = " ".join((answer.choices[0].message.content or "").split())
+    return bool(reply), f"{endpoint.model} up in {server.startup_s:.1f} s, replied in {latency:.1f} s: {reply!r}"
 
 
 def gsm8k() -> tuple[bool, str]:

@@ -1,4 +1,7 @@
 import os
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,16 @@ def local_client(local_server):
     import openai
 
     return openai.OpenAI(base_url=local_server.base_url, api_key=local_server.api_key)
+
+
+@pytest.fixture
+def uninstall_learner_module(tmp_path):
+    """Notebook 03 installs the learner's module (editable) from COURSE_RUNS_DIR; undo it when that is ours."""
+    yield
+    try:
+        url = metadata.distribution("my-gsm8k-feedback").read_text("direct_url.json") or ""
+    except metadata.PackageNotFoundError:
+        return
+    if str(tmp_path) in url:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "my-gsm8k-feedback"], check=False,
+                       capture_output=True, stdin=subprocess.DEVNULL)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import grpo
 from helpers.gpu import launcher as gpu_plan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,17 +19,6 @@ def _train_script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_backend_choice():
-    assert grpo.choose_backend("auto", gpus=0) == "cpu"
-    assert grpo.choose_backend("auto", gpus=1) == "cpu"
-    assert grpo.choose_backend("auto", gpus=2) == "verifiers"
-    assert grpo.choose_backend("cpu", gpus=8) == "cpu"
-    with pytest.raises(grpo.BackendUnavailable, match="needs at least 2 CUDA GPUs.*has 0"):
-        grpo.choose_backend("verifiers", gpus=0)
-    with pytest.raises(ValueError):
-        grpo.choose_backend("tpu")
 
 
 def test_plan_follows_the_verifiers_recipe():
@@ -134,3 +122,14 @@ def test_gpu_requirements_are_exact_and_consistent():
     differ = {p: (cpu[p], gpu[p]) for p in set(cpu) & set(gpu) if cpu[p] != gpu[p] and p != "torch"}
     assert not differ, differ
     assert "torch" in (ROOT / "requirements-gpu.txt").read_text().split("verifiers==")[0]  # the reason is written
+
+
+def test_the_plan_carries_the_notebooks_settings():
+    plan = gpu_plan.build_plan(run_name="plan_test", max_steps=30, learning_rate=2e-6, num_generations=8,
+                               per_device_batch_size=16, max_tokens=512, seed=3, num_train_examples=500,
+                               num_eval_examples=50, variant="think")
+    train = plan.train_cmd
+    args = _train_script().parse_args(train[train.index("--config-file") + 3:])
+    assert (args.max_steps, args.learning_rate, args.num_generations, args.per_device_batch_size) == (30, 2e-6, 8, 16)
+    assert (args.max_tokens, args.seed, args.num_train_examples, args.num_eval_examples) == (512, 3, 500, 50)
+    assert args.variant == "think"

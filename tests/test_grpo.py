@@ -1,15 +1,20 @@
-"""CPU GRPO helpers: the reward adapter, the GGUF conversion, resume after an interruption, tables."""
+"""CPU GRPO pieces: the reward adapter, GGUF conversion both ways, the llama.cpp policy server, the
+server-rollout trainer, the step timer, resume after an interruption, and the run folder's rules."""
 
 import asyncio
 import json
 
 import pandas as pd
 import pytest
+import torch
 import verifiers as vf
-from transformers import TrainerCallback
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import GRPOConfig
 
-from helpers import grpo
+from helpers import grpo, grpo_views
 from helpers.env import build_gsm8k_env
+from helpers.local.gguf_convert import CHECK_PROMPT, convert_gguf, greedy_continuation
+from helpers.local.policy_server import PolicyServer
 
 COMPLETIONS = [
     "3 + 5 = 8 apples.\n#### 8",          # right format, right answer (gold is set below)
@@ -24,12 +29,20 @@ def env(gsm8k_dir):
     return build_gsm8k_env(variant="hash", num_examples=8, num_eval_examples=2)
 
 
+@pytest.fixture(scope="module")
+def model_dir():
+    return convert_gguf(quiet=True)
+
+
 def _batch(env):
     example = env.dataset[0]
     prompts = [example["prompt"]] * len(COMPLETIONS)
     completions = [[{"role": "assistant", "content": text}] for text in COMPLETIONS]
     answers = ["8", "8", "8", "1200"]
     return prompts, completions, answers
+
+
+# ----------------------------------------------------------------------------- rewards
 
 
 def test_adapter_gives_the_rubric_numbers(env):
@@ -41,10 +54,9 @@ def test_adapter_gives_the_rubric_numbers(env):
         tasks=["default"] * n, infos=[{}] * n))
     adapter = grpo.RubricRewards(env.rubric)
     scored = adapter.score(prompts, completions, answers)
-    assert scored["reward"] == pytest.approx(expected.reward)
+    assert scored["reward"] == pytest.approx(expected.reward) == [1.5, 0.5, 0.0, 1.5]
     for name, values in expected.metrics.items():
         assert scored[name] == pytest.approx(values)
-    assert scored["reward"] == pytest.approx([1.5, 0.5, 0.0, 1.5])
     # As TRL calls them: one function per component, weighted by the rubric's weights.
     batches_before = adapter.batches
     per_func = [f(prompts=prompts, completions=completions, answer=answers, question=None)
@@ -53,6 +65,18 @@ def test_adapter_gives_the_rubric_numbers(env):
     weighted = [sum(w * v[i] for w, v in zip(adapter.weights, per_func)) for i in range(n)]
     assert weighted == pytest.approx(expected.reward)
     assert adapter.batches == batches_before + 1  # one scoring call for all the components of a batch
+
+
+def test_a_new_batch_is_scored_anew_even_in_a_reused_list(env):
+    """TRL may hand over a new batch in a list object at the address of the last one: the adapter
+    recognises batches by their content, not by id()."""
+    prompts, completions, answers = _batch(env)
+    adapter = grpo.RubricRewards(env.rubric)
+    first = adapter.reward_funcs[0](prompts=prompts, completions=completions, answer=answers)
+    completions[:] = list(reversed(completions))  # same list object, other completions
+    answers[:] = list(reversed(answers))
+    second = adapter.reward_funcs[0](prompts=prompts, completions=completions, answer=answers)
+    assert second == list(reversed(first)) and adapter.batches == 2
 
 
 def test_a_raising_reward_function_scores_that_rollout_zero_and_training_goes_on():
@@ -66,25 +90,36 @@ def test_a_raising_reward_function_scores_that_rollout_zero_and_training_goes_on
 
     adapter = grpo.RubricRewards(vf.Rubric(funcs=[correct, fragile], weights=[1.0, 0.5]))
     completions = [[{"role": "assistant", "content": t}] for t in ("8", "8 boom", "7")]
-    scored = adapter.score([[]] * 3, completions, ["8"] * 3)
-    assert scored["reward"] == pytest.approx([1.5, 0.0, 0.5])
-    assert scored["correct"] == [1.0, 0.0, 0.0] and scored["fragile"] == [1.0, 0.0, 1.0]
-    assert scored["errors"] == [{"rollout": 1, "reward_func": "fragile", "error": "ValueError: cannot parse boom"}]
-    # The next batch is scored normally.
-    assert adapter.score([[]], completions[:1], ["8"])["reward"] == [1.5]
+    scored = adapter.reward_funcs[0](prompts=[[]] * 3, completions=completions, answer=["8"] * 3)
+    assert scored == [1.0, 0.0, 0.0]
+    assert adapter.last_batch["scores"]["reward"] == pytest.approx([1.5, 0.0, 0.5])
+    assert adapter.error_log == [{"batch": 1, "rollout": 1, "reward_func": "fragile",
+                                  "error": "ValueError: cannot parse boom"}]
 
 
-def test_conversion_matches_the_llama_cpp_server(local_server):
-    from helpers.local.gguf_convert import check_against_server, convert_gguf
+def test_a_reward_function_failing_on_most_rollouts_stops_training():
+    def broken(completion, **kwargs) -> float:
+        raise KeyError("answer")
 
-    folder = convert_gguf()
-    config = json.loads((folder / "config.json").read_text())
+    adapter = grpo.RubricRewards(vf.Rubric(funcs=[broken], weights=[1.0]))
+    completions = [[{"role": "assistant", "content": str(i)}] for i in range(4)]
+    with pytest.raises(grpo.RewardFunctionFailing, match=r"broken raised on 4 of the 4 rollouts"):
+        adapter.reward_funcs[0](prompts=[[]] * 4, completions=completions, answer=["1"] * 4)
+
+
+# ----------------------------------------------------------------------------- GGUF both ways, policy server
+
+
+def test_conversion_matches_the_llama_cpp_server(local_server, model_dir):
+    from helpers.local.gguf_convert import check_against_server
+
+    config = json.loads((model_dir / "config.json").read_text())
     assert config["rope_theta"] == 100000.0 and "rope_parameters" not in config
     assert "quantization_config" not in config
-    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer_config = json.loads((model_dir / "tokenizer_config.json").read_text())
     assert tokenizer_config["tokenizer_class"] == "GPT2Tokenizer"
     assert tokenizer_config["eos_token"] == "<|im_end|>"
-    check = check_against_server(folder, local_server.endpoint(), max_new_tokens=24)
+    check = check_against_server(model_dir, local_server.endpoint(), max_new_tokens=24)
     print(json.dumps(check, indent=1))
     # llama.cpp computes with the 4-bit blocks, transformers with float32 copies: a near-tie between
     # two tokens may go either way later on, but the start of the answer must be the same.
@@ -92,15 +127,93 @@ def test_conversion_matches_the_llama_cpp_server(local_server):
     assert "3 + 5 = 8" in check["transformers"] and "3 + 5 = 8" in check["llama.cpp"], check
 
 
-def test_tokenizer_has_no_extra_bos_or_token_type_ids():
-    from transformers import AutoTokenizer
-
-    from helpers.local.gguf_convert import convert_gguf
-
-    tokenizer = AutoTokenizer.from_pretrained(convert_gguf(quiet=True))
+def test_tokenizer_has_no_extra_bos_or_token_type_ids(model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     ids = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True)
     assert ids[0] == 1 and ids[1] != 1  # one <|im_start|>, not two
     assert "token_type_ids" not in tokenizer("hi")
+
+
+@pytest.fixture(scope="module")
+def model(model_dir):
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("precision", ["F16", "F32"])
+def test_exported_weights_generate_the_same_text_on_llama_cpp(model, model_dir, tmp_path, precision):
+    """The weight sync: the trainer's weights, written as GGUF, give llama.cpp the same greedy text."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    ours = greedy_continuation(model, tokenizer, max_new_tokens=32)
+    with PolicyServer(folder=tmp_path, name="export-test", precision=precision, parallel=1) as server:
+        server.sync(model, step=0)
+        endpoint = server.endpoint()
+        reply = endpoint.client.chat.completions.create(model=endpoint.model, messages=CHECK_PROMPT,
+                                                        max_tokens=32, temperature=0)
+    assert reply.choices[0].message.content.strip() == ours.strip()
+
+
+def test_policy_server_samples_token_ids_with_log_probabilities(model, model_dir, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = tokenizer.apply_chat_template(CHECK_PROMPT, add_generation_prompt=True)
+    with PolicyServer(folder=tmp_path, name="sample-test") as server:
+        took = server.sync(model, step=3)
+        assert server.step == 3 and server.syncs == 1 and took > 0
+        completions = server.complete([prompt, prompt[:-3]], n=3, max_tokens=24, temperature=0.9, seed=7)
+        assert len(completions) == 6
+        for completion in completions:
+            assert 0 < len(completion.token_ids) <= 25 and len(completion.logprobs) == len(completion.token_ids)
+            assert all(lp <= 0 for lp in completion.logprobs if lp is not None)
+            assert sum(lp is not None for lp in completion.logprobs) >= len(completion.token_ids) // 2
+            assert completion.finished == (completion.token_ids[-1] == tokenizer.eos_token_id)
+        # the same seed gives the same samples; float16 on the server, float32 here: close policies
+        again = server.complete([prompt], n=1, max_tokens=24, temperature=0.9, seed=7)
+        assert again[0].token_ids == completions[0].token_ids
+        mismatch = grpo.sampling_mismatch(server, model, [prompt], n=2, max_tokens=24)
+    assert mismatch["tokens"] > 10 and mismatch["mean_abs_logprob_diff"] < 0.05, mismatch
+
+
+# ----------------------------------------------------------------------------- trainer, run folder
+
+
+def _varied_rubric() -> vf.Rubric:
+    """A reward that differs within every group (the completions' lengths differ), so one step always
+    has signal: the trainer tests need weights that move, not a model that learns GSM8K."""
+    def length_parity(completion, **kwargs) -> float:
+        return float(len(completion[-1]["content"]) % 2)
+
+    return vf.Rubric(funcs=[length_parity], weights=[1.0])
+
+
+def _config(output_dir, **overrides) -> GRPOConfig:
+    settings = {"output_dir": str(output_dir), "max_steps": 2, "per_device_train_batch_size": 4,
+                "num_generations": 4, "max_completion_length": 12, "learning_rate": 1e-4, "temperature": 1.0,
+                "seed": 0, "logging_steps": 1, "save_strategy": "steps", "save_steps": 1, "save_total_limit": 1,
+                "report_to": "none", "lr_scheduler_type": "constant", "max_prompt_length": 256,
+                **grpo.device_settings("cpu")}  # float32: TRL's default bf16 autocast is ~20x slower on AVX2 CPUs
+    return GRPOConfig(**{**settings, **overrides})
+
+
+def test_server_rollouts_train_and_log_the_time_split(env, model_dir, tmp_path):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rewards = grpo.RubricRewards(_varied_rubric())
+    config = _config(tmp_path / "run", reward_weights=rewards.weights, save_strategy="no")
+    grpo.prepare_run_dir(config)
+    with PolicyServer(folder=tmp_path, name="trainer-test", parallel=4) as server:
+        server.sync(model, step=0)
+        trainer = grpo.ServerRolloutGRPOTrainer(
+            model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
+            train_dataset=env.dataset.select_columns(["prompt", "answer"]), policy_server=server)
+        trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
+        trainer.train()
+        assert server.syncs == 2  # step 0's weights before training, step 1's after the first update
+    metrics = grpo_views.metrics_table(trainer.state.log_history)
+    assert list(metrics.index) == [1, 2]
+    assert metrics.loc[2, "sync_s"] > 0 and metrics.loc[1, "sync_s"] == 0  # step 1 used the weights synced before
+    assert (metrics[["generation_s", "scoring_s", "update_s", "step_s"]] > 0).all().all()
+    assert len(trainer.last_sampling_logprobs) == 4 and all(trainer.last_sampling_logprobs)
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 class _InterruptAfterFirstSave(TrainerCallback):
@@ -108,47 +221,81 @@ class _InterruptAfterFirstSave(TrainerCallback):
         raise KeyboardInterrupt
 
 
-def test_interrupted_run_resumes_from_last_checkpoint(env, tmp_path, monkeypatch):
-    from helpers.local.gguf_convert import convert_gguf
+def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, capsys):
+    rewards = grpo.RubricRewards(_varied_rubric())
 
-    model_dir = convert_gguf(quiet=True)  # the shared cache, before runs/ moves to tmp
-    monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb"))
-    settings = grpo.GRPOSettings(max_steps=2, prompts_per_step=1, num_generations=2, max_completion_tokens=8,
-                                 save_steps=1, run_name="resume_test", threads=1)
-    trainer = grpo.build_trainer(env, settings, model_dir=model_dir, callbacks=[_InterruptAfterFirstSave()])
-    with pytest.raises(KeyboardInterrupt):
-        grpo.train(trainer, quiet=True)
-    assert grpo.last_checkpoint(settings.output_dir()).name == "checkpoint-1"
+    def trainer_for(config, callbacks=None):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        trainer = grpo.GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model_dir),
+                                   args=config, reward_funcs=rewards.reward_funcs, callbacks=callbacks,
+                                   train_dataset=env.dataset.select_columns(["prompt", "answer"]))
+        trainer.add_callback(grpo.StepTimer(trainer, rewards))
+        return trainer
 
-    trainer = grpo.build_trainer(env, settings, model_dir=model_dir)
-    result = grpo.train(trainer, quiet=True)
-    assert result.resumed_from.name == "checkpoint-1"
+    config = _config(tmp_path / "run", reward_weights=rewards.weights)
+    grpo.prepare_run_dir(config, resume="auto", variant="hash")
+    trainer = trainer_for(config, [_InterruptAfterFirstSave()])
+    with pytest.raises(KeyboardInterrupt), grpo.explain_failures(config.output_dir):
+        trainer.train(resume_from_checkpoint=grpo.last_checkpoint(config.output_dir))
+    assert "The last checkpoint is checkpoint-1: run this cell again" in capsys.readouterr().out
+
+    grpo.prepare_run_dir(config, resume="auto", variant="hash")  # same settings: kept for resuming
+    assert "will resume from checkpoint-1" in capsys.readouterr().out
+    trainer = trainer_for(config)
+    trainer.train(resume_from_checkpoint=grpo.last_checkpoint(config.output_dir))
     assert trainer.state.global_step == 2
-    assert list(result.metrics.index) == [1, 2]  # step 1 from the checkpoint's log, step 2 new
-    assert {"generation_s", "update_s", "reward", "correct_answer", "hash_format"} <= set(result.metrics.columns)
-    assert (result.model_dir / "model.safetensors").is_file()
+    metrics = grpo_views.metrics_table(trainer.state.log_history)
+    assert list(metrics.index) == [1, 2]  # step 1 from the checkpoint's log, step 2 new
+    assert {"generation_s", "update_s", "reward", "length_parity"} <= set(metrics.columns)
 
-    # Other settings are another run: the old checkpoints are not resumed.
-    other = grpo.GRPOSettings(**{**settings.__dict__, "learning_rate": 2e-5})
-    grpo.build_trainer(env, other, model_dir=model_dir)
-    assert grpo.last_checkpoint(other.output_dir()) is None
+
+def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path, capsys):
+    config = _config(tmp_path / "run")
+    grpo.prepare_run_dir(config, variant="hash")
+    (tmp_path / "run" / "final").mkdir()
+    (tmp_path / "run" / "final" / "model.safetensors").write_text("weights")
+    grpo.prepare_run_dir(_config(tmp_path / "run", learning_rate=2e-5), variant="hash")
+    said = capsys.readouterr().out
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("run-")]
+    assert len(kept) == 1 and (kept[0] / "final" / "model.safetensors").read_text() == "weights"
+    assert "starting over (other settings); the earlier run is kept in" in said
+    assert not (tmp_path / "run" / "final").exists()
+
+
+@pytest.mark.parametrize("override, named", [
+    ({"per_device_train_batch_size": 0}, "per_device_train_batch_size=0"),
+    ({"per_device_train_batch_size": 6}, "multiple of num_generations=4"),
+    ({"max_steps": 0}, "max_steps=0"),
+    ({"temperature": 0.0}, "temperature=0.0"),
+])
+def test_settings_that_cannot_train_are_refused_before_any_folder_is_touched(tmp_path, override, named):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "keep.txt").write_text("an earlier run")
+    config = _config(run)
+    for key, value in override.items():
+        setattr(config, key, value)  # as if GRPOConfig had accepted it
+    with pytest.raises(ValueError, match=named):
+        grpo.prepare_run_dir(config)
+    assert (run / "keep.txt").read_text() == "an earlier run" and len(list(tmp_path.iterdir())) == 1
+
+
+# ----------------------------------------------------------------------------- tables
 
 
 def test_metrics_table_and_summary():
     history = [
         {"loss": 0.0, "reward": r, "rewards/hash_format/mean": r * 2, "completions/mean_length": 100 + s,
-         "timing/generation_s": 3.0, "timing/update_s": 1.0, "step": s}
+         "timing/generation_s": 3.0, "timing/update_s": 1.0, "timing/sync_s": 0.5, "step": s}
         for s, r in enumerate([0.0, 0.1, 0.0, 0.2, 0.1, 0.3, 0.4, 0.5, 0.5, 0.6, 0.7], start=1)
     ] + [{"train_loss": 0.0, "step": 11}]
-    table = grpo.metrics_table(history)
+    table = grpo_views.metrics_table(history)
     assert list(table.index) == list(range(1, 12))
     assert table.loc[3, "hash_format"] == 0.0 and table.loc[11, "completion_length"] == 111
-    summary = grpo.learning_summary(table)
+    summary = grpo_views.learning_summary(table)
     assert summary["first"] == pytest.approx(0.08) and summary["last"] == pytest.approx(0.54)
-    fig = grpo.plot_metrics(table)
-    assert len(fig.axes) >= 5
+    fig = grpo_views.plot_metrics(table, ["hash_format"])
+    assert len(fig.axes) == 6
 
 
 def test_compare_evals_table():
@@ -160,7 +307,7 @@ def test_compare_evals_table():
                              "summary": {"reward": reward, "hash_format": reward,
                                          "accuracy": {"mean": 0.0, "ci95": [0.0, 0.5], "n": 1}}})
 
-    table = grpo.compare_evals({"before": run(0.1), "after": run(0.4), "notebook 01": None})
+    table = grpo_views.compare_evals({"before": run(0.1), "after": run(0.4), "notebook 01": None})
     assert list(table.index) == ["before", "after"]  # a missing reference run is left out
     assert table.loc["after", "reward"] == 0.4
-    grpo.plot_before_after(table)
+    grpo_views.plot_before_after(table, ["hash_format"])

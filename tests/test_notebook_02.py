@@ -1,48 +1,57 @@
-"""Notebook 02 under papermill with CI parameters: a few real GRPO steps on the CPU, end to end.
+"""Notebook 02 under papermill with CI parameters: a few real GRPO steps on the CPU, end to end,
+in a fresh runs folder (it makes its own inputs: no notebook 01 run to borrow examples from).
 
-Checks what the notebook claims: the weights changed, the offline wandb run holds the logged
-steps, the local trace store holds the rubric's scoring calls, and the before/after table exists.
+Checks what the notebook claims: the rollouts came from the llama.cpp server with a weight sync per
+step, the weights changed, the offline wandb run holds the logged steps, the trace store holds the
+rubric's scoring calls, and before/after were measured on the same examples, sampling and server.
 """
 
 import ast
 import json
-import time
-from pathlib import Path
 
 import pytest
 from notebook_run import NOTEBOOKS, execute, outputs_text
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
 RUN_NAME = "02_ci"
-# A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 40 tokens in
-# about 1 of 8 samples (measured), so a 2-step run gets groups with different rewards, i.e. signal.
+# A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 96 tokens in about
+# 1 of 8 samples, so about half the groups of 4 have different rewards (measured on llama.cpp, 8 groups):
+# 2 steps of 4 groups each leave roughly a 1 in 250 chance of no signal at all (no weight would move).
 CI_SYSTEM_PROMPT = ("Answer in one short line, then the final answer as '#### <number>'. Example:\n"
                     "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\n"
                     "Answer: 3 + 5 = 8\n#### 8")
 CI_PARAMETERS = {
-    "max_steps": 2, "prompts_per_step": 2, "num_generations": 4, "max_completion_tokens": 40, "learning_rate": 1e-5,
-    "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40, "save_steps": 2, "resume": "never",
-    "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
+    "max_steps": 2, "per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 96,
+    "learning_rate": 1e-5, "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40,
+    "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
 }
 
 
 @pytest.fixture(scope="module")
-def executed():
-    from helpers.paths import runs_dir
-
-    out = runs_dir("notebooks") / "02_traced_grpo_training.ci.ipynb"  # kept for a look afterwards
-    started = time.monotonic()
-    notebook = execute(NOTEBOOK.stem, out, **CI_PARAMETERS)
-    wall_s = time.monotonic() - started
-    summary = json.loads((runs_dir("grpo", RUN_NAME) / "summary.json").read_text())
-    return {"notebook": notebook, "summary": summary, "wall_s": wall_s}
+def executed(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_RUNS_DIR", str(runs))  # the kernel inherits it
+        notebook = execute(NOTEBOOK.stem, runs / "02.ipynb", **CI_PARAMETERS)
+    summary = json.loads((runs / "grpo" / RUN_NAME / "summary.json").read_text())
+    return {"notebook": notebook, "summary": summary, "runs": runs}
 
 
 @pytest.mark.notebook
-def test_runs_clean_within_budget(executed):
-    print(f"notebook 02 (CI parameters) ran in {executed['wall_s']:.0f} s")
-    assert "Traceback" not in outputs_text(executed["notebook"], html=True)
+def test_runs_to_the_end_as_committed(executed):
+    text = outputs_text(executed["notebook"], html=True)
+    assert "Traceback" not in text and "Error" not in text.replace("RewardFunctionFailing", "")
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
+    assert text.count("not yet — 02-") == 2  # the exercises as committed: checked, not solved
+    assert "This run: 2 steps" in text
+
+
+@pytest.mark.notebook
+def test_rollouts_came_from_the_server_with_a_sync_per_step(executed):
+    summary = executed["summary"]
+    assert summary["rollouts"] == "server"
+    assert summary["sync_s_sec_per_step"] > 0  # steps 1 and 2 each synced new weights to llama.cpp
+    assert summary["generation_s_sec_per_step"] > 0 and summary["update_s_sec_per_step"] > 0
 
 
 @pytest.mark.notebook
@@ -55,43 +64,52 @@ def test_weights_changed(executed):
 def test_wandb_offline_run_holds_the_steps(executed):
     from helpers.trace_views import wandb_history
 
-    history = wandb_history(executed["summary"]["wandb_dir"])
+    history = wandb_history(executed["summary"]["wandb_dir"].removesuffix("/files"))
     steps = set(history["train/global_step"].dropna().astype(int))
     assert set(range(1, CI_PARAMETERS["max_steps"] + 1)) <= steps
     assert history["train/reward"].notna().sum() >= CI_PARAMETERS["max_steps"]
+    assert history["train/timing/sync_s"].notna().sum() >= CI_PARAMETERS["max_steps"]  # StepTimer's split
 
 
 @pytest.mark.notebook
-def test_trace_store_holds_rubric_scoring_calls(executed):
+def test_trace_store_holds_the_scoring_calls(executed):
     from helpers.tracing import open_local_traces
 
     store = executed["summary"]["trace_store"]
-    session = open_local_traces(store_path=store, project=Path(store).name)
+    session = open_local_traces(store_path=store, project="verifiers-course")
     ops = [call.op_name for call in session.get_calls()]
-    assert any("score_rollouts" in op for op in ops), ops[:20]
-    assert sum("grpo_reward_batch" in op for op in ops) >= CI_PARAMETERS["max_steps"]
+    batches = sum("grpo_reward_batch" in op for op in ops)
+    assert batches >= CI_PARAMETERS["max_steps"] + 1  # one per step, and the notebook's own example batch
+    assert batches == executed["summary"]["reward_batches_traced"]
+    assert any("score_rollout" in op for op in ops), ops[:20]
 
 
 @pytest.mark.notebook
-def test_before_after_table(executed):
+def test_before_and_after_share_examples_sampling_and_server(executed):
     from helpers.evaluation import load_eval_run
 
-    before, after = load_eval_run(f"{RUN_NAME}_before"), load_eval_run(f"{RUN_NAME}_after")
-    per_example = after.info["params"]["rollouts_per_example"]
-    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * per_example
-    # same examples, same sampling, same runtime: only training differs
+    runs = executed["runs"] / "evals"
+    before, after = load_eval_run(runs / f"{RUN_NAME}_before"), load_eval_run(runs / f"{RUN_NAME}_after")
+    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * after.info["params"]["rollouts_per_example"]
     assert list(before.rollouts["question"]) == list(after.rollouts["question"])
     assert before.info["params"]["sampling_args"] == after.info["params"]["sampling_args"]
-    assert before.info["endpoint"] == after.info["endpoint"] == "local-transformers"
-    text = outputs_text(executed["notebook"], html=True)
-    assert "before" in text and "after" in text
+    assert before.info["endpoint"] == after.info["endpoint"] == "local"  # the llama.cpp policy server
     summary = executed["summary"]
-    assert summary["before_reward"] is not None and summary["after_reward"] is not None
+    assert summary["before_reward"] == pytest.approx(before.summary["reward"])
+    assert summary["after_reward"] == pytest.approx(after.summary["reward"])
+
+
+@pytest.mark.notebook
+def test_the_live_view_left_its_final_chart(executed):
+    charts = [o for c in executed["notebook"]["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    train_cell = next(c for c in executed["notebook"]["cells"] if "trainer.train(" in "".join(c["source"]))
+    assert any("image/png" in o.get("data", {}) for o in train_cell["outputs"]), "no live chart in the training cell"
+    assert len(charts) >= 3  # live view, metrics, before/after
 
 
 def parameters_cell_values() -> dict:
-    """`name = literal` assignments of the notebook's parameters cell (the first code cell)."""
-    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code")
+    """`name = literal` assignments of the notebook's parameters cell."""
+    cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
     assignments = [node for node in ast.parse("".join(cell["source"])).body
                    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)]
     return {node.targets[0].id: ast.literal_eval(node.value) for node in assignments}
@@ -102,18 +120,3 @@ def test_ci_parameters_exist():
     values = parameters_cell_values()
     for name in CI_PARAMETERS:
         assert name in values, name
-
-
-def test_parameters_match_the_measured_defaults():
-    """The notebook's GRPO parameters are GRPOSettings' defaults: the run the header's figures describe."""
-    from dataclasses import fields
-
-    from helpers.grpo import GRPOSettings
-
-    values = parameters_cell_values()
-    defaults = GRPOSettings()
-    shared = [f.name for f in fields(GRPOSettings) if f.name in values]
-    assert len(shared) >= 8, shared
-    for name in shared:
-        default = getattr(defaults, name)
-        assert values[name] == default, f"{name}: notebook {values[name]!r}, GRPOSettings {default!r}"

@@ -1,25 +1,19 @@
-"""Notebook 03 (multi-turn and tool environments): its exercises, checks and solutions without a
-kernel, the calculator written in its cells against the shipped module's, and the whole notebook
-under papermill with small CI parameters against the real local stack."""
+"""Notebook 03 (multi-turn and tool environments): the calculator written in its cells against the
+shipped module's, and the whole notebook under papermill with small CI parameters against the real
+local stack (its exercises and solutions are checked with the other notebooks' in test_exercises.py)."""
 
 import ast
-import itertools
 import json
 import re
-import subprocess
-import sys
 import time
-from importlib import metadata
 
 import pytest
 from notebook_run import NOTEBOOKS, execute, outputs_text
 
 NOTEBOOK = NOTEBOOKS / "03_multiturn_and_tools.ipynb"
-SOLUTIONS = NOTEBOOKS.parent / "solutions" / "03_multiturn_and_tools.md"
 CALCULATOR_MODULE = NOTEBOOKS.parent / "environments" / "gsm8k_calculator" / "gsm8k_calculator.py"
 CI_PARAMETERS = {"num_examples": 3, "rollouts_per_example": 1, "max_turns": 2, "tool_max_turns": 2,
                  "max_tokens": 64, "vf_eval_examples": 2, "run_name": "03_ci"}
-EXERCISES = ("03-feedback-hints", "03-turn-discount", "03-tool-calls")
 
 
 def cells() -> list[dict]:
@@ -36,51 +30,6 @@ def test_ci_parameters_exist():
     values = parameters()
     for name in CI_PARAMETERS:
         assert name in values, name
-
-
-def exercise_cells() -> dict[str, str]:
-    """Exercise name -> the exercise cell's source (the cell before each check)."""
-    found, all_cells = {}, cells()
-    for cell, after in itertools.pairwise(all_cells):
-        if "exercise" in cell["metadata"].get("tags", []):
-            match = re.search(r'check\("([^"]+)"', after["source"])
-            assert match, f"exercise cell not followed by a check: {cell['source'][:80]}"
-            assert "# your code here" in cell["source"]
-            found[match.group(1)] = cell["source"]
-    return found
-
-
-def solution_blocks() -> dict[str, str]:
-    text = SOLUTIONS.read_text()
-    return {name: block for name, block in re.findall(r"## Exercise (\S+)\s+```python\n(.*?)```", text, re.DOTALL)}
-
-
-def run_exercise(source: str):
-    """Run an exercise (or solution) cell with the names the notebook defines before it; return its function."""
-    from gsm8k_course import canonical_number, correct_answer
-
-    namespace = {"canonical_number": canonical_number, "correct_answer": correct_answer, "discount": 0.5}
-    exec(compile(source, "<exercise>", "exec"), namespace)  # noqa: S102 - the notebook's own cell
-    return next(v for k, v in namespace.items() if callable(v) and k not in ("canonical_number", "correct_answer"))
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_checks_say_not_yet_as_committed_and_correct_with_the_solution(name, capsys):
-    from helpers.checks import check
-
-    exercises, solutions = exercise_cells(), solution_blocks()
-    assert set(exercises) == set(solutions) == set(EXERCISES)
-    assert check(name, run_exercise(exercises[name])) is False
-    assert capsys.readouterr().out.startswith(f"not yet — {name}: ")
-    assert check(name, run_exercise(solutions[name])) is True
-    assert capsys.readouterr().out.strip() == f"correct — {name}"
-
-
-def test_solutions_answer_every_review_question():
-    questions = re.findall(r"^\d+\. ", next(c["source"] for c in cells() if "## Review questions" in c["source"]),
-                           re.MULTILINE)
-    answers = re.findall(r"^\d+\. \*\*", SOLUTIONS.read_text().split("## Review questions")[1], re.MULTILINE)
-    assert 5 <= len(questions) <= 8 and len(answers) == len(questions)
 
 
 def _definitions(source: str) -> dict[str, str]:
@@ -104,19 +53,6 @@ def test_notebook_calculator_is_the_shipped_one():
     for name in names:
         assert in_notebook.get(name) == shipped.get(name), f"{name} differs between notebook 03 and the module"
     assert "@weave.op\ndef calculate(" in cell
-
-
-@pytest.fixture
-def uninstall_learner_module(tmp_path):
-    """The notebook installs the learner's module (editable) from COURSE_RUNS_DIR; undo it when that is ours."""
-    yield
-    try:
-        url = metadata.distribution("my-gsm8k-feedback").read_text("direct_url.json") or ""
-    except metadata.PackageNotFoundError:
-        return
-    if str(tmp_path) in url:
-        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "my-gsm8k-feedback"], check=False,
-                       capture_output=True, stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.notebook

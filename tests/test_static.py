@@ -18,7 +18,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # vllm pins torch exactly (requirements-gpu.txt explains why it is 2.8.0 there); the CPU stack keeps
 # the CPU build of torch 2.13.0. Every other package must have one version across all files.
 ALLOWED_TO_DIFFER = {"torch"}
-REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements-nodeps.txt",
+REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements-nodeps.txt", ROOT / "requirements-colab.txt",
                      ROOT / "requirements-gpu.txt", ROOT / "binder" / "requirements.txt"]
 
 
@@ -31,7 +31,7 @@ def code(path: Path) -> str:
 
 
 def test_there_are_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS][:3] == ["00", "01", "02"]
+    assert [p.name[:2] for p in NOTEBOOKS] == ["00", "01", "02", "03"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -159,3 +159,54 @@ def test_ruff_clean():
                              "environments", "scripts", "training"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- Google Colab
+
+
+def colab_cell(path: Path) -> str:
+    return "".join(next(c for c in cells(path) if c["cell_type"] == "code")["source"])
+
+
+def test_every_notebook_starts_with_the_same_colab_cell_and_badge():
+    first = colab_cell(NOTEBOOKS[0])
+    assert '"google.colab" in sys.modules' in first
+    for path in NOTEBOOKS:
+        assert colab_cell(path) == first, f"{path.name}: its first code cell is not the Colab install cell"
+        header = "".join(cells(path)[0]["source"])
+        assert "colab.research.google.com/github/" in header and f"notebooks/{path.name})" in header
+    readme = (ROOT / "README.md").read_text()
+    assert "colab-badge.svg" in readme
+
+
+def test_the_colab_cell_does_nothing_elsewhere(monkeypatch):
+    import os
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"ran {a} outside Colab"))
+    monkeypatch.setattr(os, "chdir", lambda *a: pytest.fail("changed folder outside Colab"))
+    path_before = list(sys.path)
+    exec(compile(colab_cell(NOTEBOOKS[0]), "colab-cell", "exec"), {})  # noqa: S102 - the notebook's own cell
+    assert sys.path == path_before
+
+
+def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monkeypatch):
+    import os
+    import types
+
+    ran, moved = [], []
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(subprocess, "run", lambda args, **k: ran.append(args))
+    monkeypatch.setattr(os, "chdir", moved.append)
+    monkeypatch.setattr(os.path, "isdir", lambda path: False)  # a fresh Colab runtime
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    exec(compile(colab_cell(NOTEBOOKS[0]), "colab-cell", "exec"), {})  # noqa: S102 - the notebook's own cell
+    assert ran[0][:4] == ["git", "clone", "--depth", "1"] and ran[0][-1] == "/content/verifiers-course"
+    assert ran[1] == ["bash", "/content/verifiers-course/scripts/setup_colab.sh"]
+    assert moved == ["/content/verifiers-course/notebooks"] and sys.path[0] == "/content/verifiers-course"
+    script = (ROOT / "scripts" / "setup_colab.sh").read_text()
+    assert "requirements-colab.txt" in script and "torch" not in pins(ROOT / "requirements-colab.txt")
+
+
+def test_colab_pins_are_the_cpu_stacks_own():
+    cpu, colab = pins(ROOT / "requirements.txt"), pins(ROOT / "requirements-colab.txt")
+    assert {name: cpu.get(name) for name in colab} == colab, "requirements-colab.txt must pin what requirements.txt pins"

@@ -34,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-name", default="gsm8k-grpo-qwen3-0.6b")
     p.add_argument("--output-dir", default=str(ROOT / "runs" / "grpo" / "gsm8k-grpo-qwen3-0.6b"))
     p.add_argument("--max-steps", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-device-batch-size", type=int, default=12)
     p.add_argument("--num-generations", type=int, default=12)
     p.add_argument("--gradient-accumulation-steps", type=int, default=8)
@@ -62,6 +63,7 @@ def training_overrides(args: argparse.Namespace) -> dict:
         "max_tokens": args.max_tokens,
         "max_seq_len": args.max_tokens,
         "max_steps": args.max_steps,
+        "seed": args.seed,
         "save_strategy": "steps",
         "save_steps": args.save_steps,
         "save_only_model": False,  # keep optimizer state, so an interrupted run can resume
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     init_tracing(args.project)  # Weave traces rubric scoring (local store, or W&B with a key)
     if args.env_id == "gsm8k-course":
         env = vf.load_environment("gsm8k-course", variant=args.variant, num_examples=args.num_train_examples,
-                                  num_eval_examples=args.num_eval_examples, **args.env_args)
+                                  num_eval_examples=args.num_eval_examples, seed=args.seed, **args.env_args)
     else:
         env = vf.load_environment(args.env_id, **args.env_args)
     model, tokenizer = vf.get_model_and_tokenizer(args.model)

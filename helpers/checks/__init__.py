@@ -35,19 +35,15 @@ def _load_checks() -> None:
                 raise
 
 
-def check(name: str, value: Any) -> bool:
-    """Check an exercise's answer and say so in one line. Returns True when it is correct."""
+def check(name: str, value: Any) -> None:
+    """Check an exercise's answer and say so in one line (correct, or not yet with a hint)."""
     _load_checks()
     checker = CHECKS.get(name)
     if checker is None:
         print(f"not yet — there is no exercise called {name!r} (known: {', '.join(sorted(CHECKS))})")
-        return False
+        return
     try:
         hint = checker(value)
     except Exception as e:  # noqa: BLE001 - a check never stops Run All
         hint = f"checking your answer raised {type(e).__name__}: {e}"
-    if hint:
-        print(f"not yet — {name}: {hint}")
-        return False
-    print(f"correct — {name}")
-    return True
+    print(f"not yet — {name}: {hint}" if hint else f"correct — {name}")

@@ -122,14 +122,18 @@ def _bin(name: str) -> str:
 
 
 def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-0.6b", max_steps: int = 200,
-               variant: str = "think", num_eval_examples: int = 100, host: str = "127.0.0.1",
-               port: int = 8000, inference_gpu: int = 0, train_gpu: int = 1, extra_args: list[str] | None = None,
+               variant: str = "think", num_eval_examples: int = 100, num_train_examples: int = -1,
+               learning_rate: float | None = None, num_generations: int = 12, per_device_batch_size: int = 12,
+               max_tokens: int = 2048, seed: int = 0, host: str = "127.0.0.1", port: int = 8000,
+               inference_gpu: int = 0, train_gpu: int = 1, extra_args: list[str] | None = None,
                project: str = "verifiers-course", env_id: str = "gsm8k-course",
                env_args: dict | None = None) -> LaunchPlan:
     """The two commands of the verifiers recipe, with their environments (nothing is started).
 
-    env_id / env_args: the verifiers environment module to train on and its load_environment
-    arguments (e.g. "gsm8k-feedback", {"max_turns": 3}); `variant` applies to gsm8k-course only.
+    The training settings go to the trainer script as its arguments (learning_rate None: verifiers'
+    own default from vf.grpo_defaults). env_id / env_args: the verifiers environment module to train
+    on and its load_environment arguments (e.g. "gsm8k-feedback", {"max_turns": 3}); `variant`,
+    `num_train_examples` and `num_eval_examples` apply to gsm8k-course only.
     """
     output_dir = runs_dir("grpo", run_name)
     server_env = {"CUDA_VISIBLE_DEVICES": str(inference_gpu)}
@@ -141,10 +145,12 @@ def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-
         train_env["WANDB_DIR"] = str(runs_dir("wandb"))
     train_cmd = [_bin("accelerate"), "launch", "--num-processes", "1", "--config-file", str(ZERO3_CONFIG),
                  str(TRAIN_SCRIPT), "--model", model, "--variant", variant, "--run-name", run_name,
-                 "--output-dir", str(output_dir), "--max-steps", str(max_steps),
-                 "--num-eval-examples", str(num_eval_examples), "--vllm-host", host, "--vllm-port", str(port),
+                 "--output-dir", str(output_dir), "--max-steps", str(max_steps), "--seed", str(seed),
+                 "--num-train-examples", str(num_train_examples), "--num-eval-examples", str(num_eval_examples),
+                 "--num-generations", str(num_generations), "--per-device-batch-size", str(per_device_batch_size),
+                 "--max-tokens", str(max_tokens), "--vllm-host", host, "--vllm-port", str(port),
                  "--project", project, "--env-id", env_id, "--env-args", json.dumps(env_args or {}),
-                 *(extra_args or [])]
+                 *(["--learning-rate", str(learning_rate)] if learning_rate is not None else []), *(extra_args or [])]
     return LaunchPlan(server_cmd, server_env, train_cmd, train_env, host, port, output_dir, model)
 
 

@@ -28,16 +28,17 @@ HOST = "127.0.0.1"
 class _Generator:
     """Loads the model once; a worker thread answers queued requests in batches."""
 
-    def __init__(self, model_dir: str, max_batch: int):
+    def __init__(self, model_dir: str, max_batch: int, device: str, dtype: str):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.torch = torch
+        self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.tokenizer.padding_side = "left"  # generation continues from the right end
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device).eval()
         self.max_batch = max_batch
         self.requests: queue.Queue = queue.Queue()
         threading.Thread(target=self._worker, daemon=True).start()
@@ -79,7 +80,7 @@ class _Generator:
         max_tokens, temperature, top_p, n, seed = key
         prompts = [self.tokenizer.apply_chat_template(b["messages"], tokenize=False, add_generation_prompt=True)
                    for b in bodies for _ in range(n)]
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         if seed is not None:
             torch.manual_seed(seed)
         sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {
@@ -189,6 +190,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-batch", type=int, default=8)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
     exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
     api_key = server_key()
@@ -196,7 +199,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    generator = _Generator(args.model, args.max_batch)
+    generator = _Generator(args.model, args.max_batch, args.device, args.dtype)
     server = ThreadingHTTPServer((HOST, args.port), _handler(generator, args.name, api_key))  # loopback only
     print(f"listening on http://{HOST}:{args.port}", flush=True)
     server.serve_forever()

@@ -27,11 +27,13 @@ from helpers.local.child_process import ChildServer, EndpointError, free_port
 class HFModelServer(ChildServer):
     """Handle on the child process: start()/stop(), or use it as a context manager."""
 
-    model_dir: Path
+    model_dir: Path  # a transformers folder (helpers.grpo.start_model downloads a hub model into one)
     model_name: str | None = None  # what /v1/models lists; default: the folder name
     port: int | None = None
     threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
     max_batch: int = 8
+    device: str = "cpu"  # "cuda" on a GPU
+    dtype: str = "float32"  # "bfloat16" / "float16" on a GPU
     startup_timeout_s: float = 180.0
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     api_key: str | None = field(default=None, init=False, repr=False)
@@ -58,5 +60,6 @@ class HFModelServer(ChildServer):
         self.port = self.port or free_port()
         self._launch("hf_child.py", ["--model", str(self.model_dir), "--name", self.model_name,
                                      "--port", str(self.port), "--threads", str(self.threads),
-                                     "--max-batch", str(self.max_batch)])
+                                     "--max-batch", str(self.max_batch), "--device", self.device,
+                                     "--dtype", self.dtype])
         return self

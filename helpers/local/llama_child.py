@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--parallel", type=int, required=True)
     parser.add_argument("--ctx-per-slot", type=int, required=True)
+    parser.add_argument("--batch", type=int, help="llama.cpp's n_batch and n_ubatch (default: its own)")
+    parser.add_argument("--poll", type=int, help="thread polling level 0-100 (default: llama.cpp's 50)")
     args = parser.parse_args()
     exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
 
@@ -52,6 +54,10 @@ def main() -> None:
     params.cache_prompt = False
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
+    if args.batch:
+        params.n_batch = params.n_ubatch = args.batch
+    if args.poll is not None:
+        params.cpuparams.poll = params.cpuparams_batch.poll = args.poll
     server = xlc.Server(params)  # starts listening; lives as long as this object
     print(f"listening on {server.listening_address}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

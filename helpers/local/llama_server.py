@@ -44,6 +44,8 @@ class LocalModelServer(ChildServer):
     threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
     parallel: int = 4  # request slots served concurrently (continuous batching)
     ctx_per_slot: int = 2048
+    batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (scripts/bench_endpoint.py)
+    poll: int | None = None  # its threads' busy-polling level, 0-100; None: its default
     startup_timeout_s: float = 60.0
     alias: str = LOCAL_MODEL_NAME
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
@@ -73,10 +75,12 @@ class LocalModelServer(ChildServer):
                 f"Port {self.port} on {HOST} is already in use. Stop whatever listens there, "
                 "or leave port=None to pick a free one."
             )
+        tuning = [*(["--batch", str(self.batch)] if self.batch else []),
+                  *(["--poll", str(self.poll)] if self.poll is not None else [])]
         self._launch("llama_child.py", [
             "--model", str(self.model_path), "--alias", self.alias, "--port", str(self.port),
             "--threads", str(self.threads), "--parallel", str(self.parallel),
-            "--ctx-per-slot", str(self.ctx_per_slot)])
+            "--ctx-per-slot", str(self.ctx_per_slot), *tuning])
         return self
 
 

@@ -1,0 +1,183 @@
+"""Tables and charts for notebook 02: what a GRPO run logged, while it trains and afterwards.
+
+- `LiveView`: a TrainerCallback that redraws one chart after every step (reward and each reward
+  function, where the step's time went) and shows one sampled completion with its reward. It
+  updates in place in JupyterLab; the executed notebook keeps the final chart.
+- `metrics_table`, `learning_summary`, `plot_metrics`, `logged_steps`: the run's log, per step.
+- `compare_evals`, `plot_before_after`: the held-out evaluation before and after training.
+"""
+
+from __future__ import annotations
+
+import html
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from transformers import TrainerCallback
+
+TIME_PARTS = {"generation_s": "generation", "sync_s": "weight sync", "scoring_s": "scoring", "update_s": "update"}
+METRIC_COLUMNS = {  # TRL log key -> column
+    "reward": "reward", "reward_std": "reward_std", "loss": "loss", "kl": "kl",
+    "completions/mean_length": "completion_length", "completions/clipped_ratio": "clipped_ratio",
+    "frac_reward_zero_std": "frac_zero_std", "rewards/errors": "reward_errors",
+    "timing/generation_s": "generation_s", "timing/sync_s": "sync_s", "timing/scoring_s": "scoring_s",
+    "timing/update_s": "update_s", "timing/step_s": "step_s", "memory/peak_rss_gb": "peak_rss_gb",
+    "memory/peak_gpu_gb": "peak_gpu_gb",
+}
+
+
+def metrics_table(log_history: list[dict]) -> pd.DataFrame:
+    """One row per logged training step: reward, each reward function, loss, KL, length, timings."""
+    rows = []
+    for entry in log_history:
+        if "loss" not in entry or "step" not in entry:
+            continue  # the end-of-training summary has train_loss, not loss
+        row = {"step": int(entry["step"])}
+        for key, column in METRIC_COLUMNS.items():
+            if key in entry:
+                row[column] = entry[key]
+        for key, value in entry.items():
+            if key.startswith("rewards/") and key.endswith("/mean"):
+                row[key.split("/")[1]] = value
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame.drop_duplicates("step", keep="last").set_index("step") if len(frame) else frame
+
+
+def logged_steps(history: pd.DataFrame) -> list[int]:
+    """The training steps a wandb history (helpers.wandb_history) holds a reward for."""
+    if "train/reward" not in history:
+        return []
+    return sorted(int(step) for step in history.dropna(subset=["train/reward"])["train/global_step"].unique())
+
+
+def learning_summary(metrics: pd.DataFrame, n: int = 5, column: str = "reward") -> dict:
+    """Mean of `column` over the first n and the last n logged steps, and the difference."""
+    values = metrics[column].dropna()
+    n = min(n, len(values) // 2) or 1
+    first, last = float(values.iloc[:n].mean()), float(values.iloc[-n:].mean())
+    return {"column": column, "steps": len(values), "n": n, "first": first, "last": last, "gain": last - first}
+
+
+def _figure(width: float, height: float, rows: int = 1, cols: int = 1):
+    """A figure that is shown only where it is displayed or returned (closed in pyplot, so Jupyter's
+    inline backend does not show it a second time at the end of the cell)."""
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False)
+    plt.close(fig)
+    return fig, axes
+
+
+def _draw_rewards(ax, metrics: pd.DataFrame, components: list[str]) -> None:
+    for column in ["reward", *components]:
+        if column in metrics:
+            series = metrics[column].dropna()
+            ax.plot(series.index, series.values, marker="o", ms=3, lw=2 if column == "reward" else 1,
+                    label="reward (weighted sum)" if column == "reward" else column)
+    ax.set_title("reward per step (mean of the batch)", fontsize=10)
+    ax.set_xlabel("step")
+    ax.legend(fontsize=8)
+
+
+def _draw_time_split(ax, metrics: pd.DataFrame) -> None:
+    bottom = None
+    for column, label in TIME_PARTS.items():
+        if column in metrics:
+            values = metrics[column].fillna(0.0)
+            ax.bar(metrics.index, values, bottom=bottom, label=label)
+            bottom = values if bottom is None else bottom + values
+    ax.set_title("where each step's time went (s)", fontsize=10)
+    ax.set_xlabel("step")
+    ax.legend(fontsize=8)
+
+
+def plot_metrics(metrics: pd.DataFrame, components: list[str]) -> Figure:
+    """Reward and each reward function, time split, loss, KL and completion length per step."""
+    fig, axes = _figure(12.6, 6.0, 2, 3)
+    _draw_rewards(axes[0, 0], metrics, components)
+    _draw_time_split(axes[0, 1], metrics)
+    for ax, (column, title) in zip(list(axes.flat)[2:], [
+            ("loss", "loss"), ("kl", "KL to the start model"), ("completion_length", "completion length (tokens)"),
+            ("clipped_ratio", "share of completions cut at max length")]):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        series = metrics[column].dropna() if column in metrics else pd.Series(dtype=float)
+        if series.empty:
+            why = "beta = 0: no reference model, KL not computed" if column == "kl" else "not logged"
+            ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=9, transform=ax.transAxes)
+            continue
+        ax.plot(series.index, series.values, marker="o", ms=3, lw=1)
+    fig.tight_layout()
+    return fig
+
+
+class LiveView(TrainerCallback):
+    """After every logged step: the reward chart and time split redrawn in place, and the step's best
+    completion with its rewards. `GRPOTrainer(..., callbacks=[LiveView(rewards)])`."""
+
+    def __init__(self, rewards, components: list[str] | None = None):
+        self.rewards = rewards
+        self.components = components or list(rewards.names)
+        self._chart = self._sample = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from IPython.display import HTML, display
+
+        self._chart = display(HTML("<i>the chart appears after the first step</i>"), display_id=True)
+        self._sample = display(HTML(""), display_id=True)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        from IPython.display import HTML
+
+        if self._chart is None or "reward" not in (logs or {}):
+            return
+        metrics = metrics_table(state.log_history)
+        fig, ((left, right),) = _figure(11, 3.2, 1, 2)
+        _draw_rewards(left, metrics, self.components)
+        _draw_time_split(right, metrics)
+        fig.tight_layout()
+        self._chart.update(fig)
+        self._sample.update(HTML(self._sample_html(state.global_step)))
+
+    def _sample_html(self, step: int) -> str:
+        batch = self.rewards.last_batch
+        if not batch:
+            return ""
+        scores = batch["scores"]
+        best = max(range(len(batch["completions"])), key=lambda i: scores["reward"][i])
+        parts = ", ".join(f"{name} {scores[name][best]:.2f}" for name in self.components)
+        text = batch["completions"][best]
+        text = text if len(text) <= 600 else text[:600] + " …"
+        return (f"<b>step {step}</b>: the best of {len(batch['completions'])} completions — reward "
+                f"{scores['reward'][best]:.2f} ({parts}; gold answer {html.escape(batch['answers'][best])})"
+                f"<pre style='white-space:pre-wrap;max-height:12em;overflow:auto'>{html.escape(text)}</pre>")
+
+
+def compare_evals(runs: dict) -> pd.DataFrame:
+    """One row per labelled EvalRun (None is skipped): model, endpoint, examples, reward, each metric."""
+    rows = []
+    for label, run in runs.items():
+        if run is None:
+            continue
+        summary = run.summary
+        row = {"run": label, "model": run.info.get("model"), "endpoint": run.info.get("endpoint"),
+               "examples": run.info.get("params", {}).get("num_examples"), "rollouts": len(run.rollouts)}
+        for key, value in summary.items():
+            if isinstance(value, (int, float)):
+                row[key] = value
+        if "accuracy" in summary:
+            low, high = summary["accuracy"]["ci95"]
+            row["accuracy_ci95"] = f"[{low:.2f}, {high:.2f}]"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("run")
+
+
+def plot_before_after(table: pd.DataFrame, components: list[str]) -> Figure:
+    columns = [c for c in ("reward", *components) if c in table.columns]
+    fig, ((ax,),) = _figure(1.8 + 1.6 * len(columns), 3.2)
+    table[columns].T.plot.bar(ax=ax, rot=0)
+    ax.set_ylabel("mean over rollouts")
+    ax.set_title("before vs after training (same held-out examples)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

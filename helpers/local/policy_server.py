@@ -1,0 +1,183 @@
+"""The policy on a llama.cpp server, for CPU GRPO: verifiers' architecture in miniature.
+
+verifiers trains with two processes: an inference server (`vf-vllm`) samples the rollouts, and
+the trainer sends it the new weights after every optimizer step. On a CPU the course does the same
+with llama.cpp, which samples several sequences at once much faster than transformers' generate:
+
+- `sync(model, step)` writes the trainer's current weights as a GGUF (float16 by default, see
+  helpers.local.gguf_export) and restarts the llama.cpp server on it: about a second for 135M;
+- `complete(prompt_ids, n=...)` samples `n` completions per prompt as token ids, with the
+  log-probability the server's model gave each sampled token (before temperature);
+- `endpoint()` is an OpenAI-compatible endpoint on the same weights, for `env.evaluate`.
+
+`CheckpointServer` has the same `sync`/`endpoint`/`stop`, with transformers serving a saved
+checkpoint: what the one-GPU backend evaluates with before and after training.
+
+Sampling is plain temperature sampling over the whole vocabulary, as TRL's own generate does:
+llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05) are switched off, unless asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+from helpers.local.child_process import NO_PROXY_OPENER, EndpointError
+from helpers.local.gguf_export import GGUFExporter
+from helpers.local.hf_server import HFModelServer
+from helpers.local.llama_server import LocalModelServer, packaged_model_path
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    # The server's log-probability of each sampled token (at temperature 1), or None where llama.cpp
+    # reports none: it reports one per whole UTF-8 character, so the first bytes of a character split
+    # over several tokens have none (nor has the end-of-turn token).
+    logprobs: list[float | None]
+    finished: bool  # True: the model ended it (end-of-turn token, kept as the last id); False: cut at max_tokens
+
+
+def _aligned_logprobs(token_ids: list[int], reported: list[dict]) -> list[float | None]:
+    """llama.cpp's per-character log-probabilities, put at the tokens they belong to (by token id)."""
+    logprobs: list[float | None] = [None] * len(token_ids)
+    position = 0
+    for entry in reported:
+        while position < len(token_ids) and token_ids[position] != entry["id"]:
+            position += 1
+        if position < len(token_ids):
+            logprobs[position] = entry["logprob"]
+            position += 1
+    return logprobs
+
+
+@dataclass
+class PolicyServer:
+    """A llama.cpp server that serves whatever weights `sync(model)` gave it last."""
+
+    folder: Path  # where the GGUF goes (one file, replaced at every sync)
+    name: str = "policy"  # the model name the endpoint answers to
+    precision: str = "F16"
+    parallel: int = 8  # sequences sampled at once: one step's completions
+    threads: int | None = None  # None: every core (the trainer waits while the server samples)
+    ctx_per_slot: int = 1024
+    eos_token_id: int = 2  # SmolLM2's <|im_end|>
+    server: LocalModelServer | None = field(default=None, init=False, repr=False)
+    step: int | None = field(default=None, init=False)  # the training step whose weights it serves
+    syncs: int = field(default=0, init=False)
+    last_sync_s: float = field(default=0.0, init=False)  # export + restart, seconds
+    _exporter: GGUFExporter | None = field(default=None, init=False, repr=False)
+
+    def sync(self, model, step: int | None = None) -> float:
+        """Serve `model`'s current weights (those of training step `step`) from now on; returns the
+        seconds it took."""
+        started = time.monotonic()
+        if self._exporter is None:
+            self._exporter = GGUFExporter(model, packaged_model_path(), self.precision)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._exporter.export(model, self.folder / f"{self.name}.{self.precision}.gguf")
+        port = self.server.port if self.server is not None else None
+        self.stop()
+        options = {"threads": self.threads} if self.threads else {}
+        self.server = LocalModelServer(model_path=path, alias=self.name, port=port, parallel=self.parallel,
+                                       ctx_per_slot=self.ctx_per_slot, **options).start()
+        self.step = step
+        self.syncs += 1
+        self.last_sync_s = time.monotonic() - started
+        return self.last_sync_s
+
+    def endpoint(self):
+        """An OpenAI-compatible endpoint on the weights of the last sync (helpers.endpoint.Endpoint)."""
+        return self._running().endpoint()
+
+    def complete(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, *,
+                 top_p: float = 1.0, top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+                 seed: int = 0) -> list[Completion]:
+        """`n` completions of each prompt (token ids), grouped by prompt: prompt 0's n first."""
+        server = self._running()
+        url = server.base_url.removesuffix("/v1") + "/completion"
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
+
+        def one(job: tuple[int, list[int]]) -> Completion:
+            index, prompt = job
+            body = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature, "top_p": top_p,
+                    "top_k": top_k, "min_p": min_p, "typical_p": 1.0, "repeat_penalty": repetition_penalty,
+                    "seed": seed + index, "n_probs": 1, "return_tokens": True, "cache_prompt": False}
+            request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+            with NO_PROXY_OPENER.open(request, timeout=600) as reply:
+                out = json.loads(reply.read())
+            ids = list(out["tokens"])
+            logprobs = _aligned_logprobs(ids, out["completion_probabilities"])
+            finished = out.get("stop_type") == "eos"
+            if finished and (not ids or ids[-1] != self.eos_token_id):
+                ids.append(self.eos_token_id)  # as transformers' generate keeps it: the model learns to stop
+                logprobs.append(None)
+            return Completion(ids, logprobs, finished)
+
+        jobs = list(enumerate(prompt for prompt in prompts for _ in range(n)))
+        with ThreadPoolExecutor(self.parallel) as pool:
+            return list(pool.map(one, jobs))
+
+    def _running(self) -> LocalModelServer:
+        if self.server is None or not self.server.is_running():
+            raise EndpointError("The policy server is not running: call sync(model) first.")
+        return self.server
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@dataclass
+class CheckpointServer:
+    """The GPU path's evaluation server: `sync(model)` saves the weights as a transformers folder and
+    (re)starts helpers.local.hf_server on it, on the GPU (llama.cpp here serves Llama GGUFs only)."""
+
+    folder: Path  # the checkpoint folder, rewritten at every sync
+    tokenizer: object
+    name: str = "policy"
+    device: str = "cuda"
+    dtype: str = "bfloat16"
+    max_batch: int = 32
+    server: HFModelServer | None = field(default=None, init=False, repr=False)
+    step: int | None = field(default=None, init=False)
+    syncs: int = field(default=0, init=False)
+    last_sync_s: float = field(default=0.0, init=False)
+
+    def sync(self, model, step: int | None = None) -> float:
+        started = time.monotonic()
+        self.stop()
+        model.save_pretrained(self.folder)
+        self.tokenizer.save_pretrained(self.folder)
+        self.server = HFModelServer(self.folder, model_name=self.name, device=self.device, dtype=self.dtype,
+                                    max_batch=self.max_batch).start()
+        self.step, self.syncs, self.last_sync_s = step, self.syncs + 1, time.monotonic() - started
+        return self.last_sync_s
+
+    def endpoint(self):
+        if self.server is None or not self.server.is_running():
+            raise EndpointError("The checkpoint server is not running: call sync(model) first.")
+        return self.server.endpoint()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

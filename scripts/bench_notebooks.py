@@ -1,0 +1,68 @@
+"""Benchmark of the course as a learner runs it: every notebook, in order, with its default
+parameters, in one fresh runs folder (so notebook 02 reuses notebook 01's examples, as in class).
+Prints minutes per notebook and per section, and writes benchmarks/results/notebooks-<date>.json:
+the figures the README, the notebooks' headers and INSTRUCTOR_GUIDE.md's agenda cite.
+
+    .venv/bin/python scripts/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
+    .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them
+
+A section is a "## " heading and the cells under it; its minutes are the sum of its cells' run times
+as papermill records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_results import machine_info, write_result
+
+
+def sections(notebook: dict) -> list[dict]:
+    """(heading, minutes) for each "## " section of an executed notebook, the title cell's part as "start"."""
+    found = [{"section": "start", "seconds": 0.0}]
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and source.startswith("## "):
+            found.append({"section": source.splitlines()[0][3:].strip(), "seconds": 0.0})
+        found[-1]["seconds"] += float((cell.get("metadata", {}).get("papermill") or {}).get("duration") or 0.0)
+    return [{"section": s["section"], "minutes": round(s["seconds"] / 60, 2)} for s in found]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("numbers", nargs="*", help="notebook numbers, e.g. 00 02 (default: all)")
+    args = parser.parse_args()
+    import os
+
+    from helpers.local.notebook_runner import NOTEBOOKS, execute
+
+    paths = [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not args.numbers or p.name[:2] in args.numbers]
+    info = machine_info()
+    results = []
+    with tempfile.TemporaryDirectory() as runs:
+        os.environ["COURSE_RUNS_DIR"] = runs  # the kernels inherit it
+        for path in paths:
+            print(f"bench_notebooks: {path.name} ...", flush=True)
+            started = time.monotonic()
+            executed = execute(path, Path(runs) / path.name)
+            results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
+                            "sections": sections(executed)})
+            print(f"  {results[-1]['minutes']} min", flush=True)
+    print(f"\n{info['cpu']}, {info['cores']} cores, load before {info['load_avg_before']}")
+    for result in results:
+        print(f"\n{result['notebook']}: {result['minutes']} min")
+        for section in result["sections"]:
+            print(f"  {section['minutes']:6.2f}  {section['section']}")
+    write_result("notebooks", info, {"notebooks": results,
+                                     "total_minutes": round(sum(r["minutes"] for r in results), 2)})
+
+
+if __name__ == "__main__":
+    main()
