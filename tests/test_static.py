@@ -210,3 +210,12 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
 def test_colab_pins_are_the_cpu_stacks_own():
     cpu, colab = pins(ROOT / "requirements.txt"), pins(ROOT / "requirements-colab.txt")
     assert {name: cpu.get(name) for name in colab} == colab, "requirements-colab.txt must pin what requirements.txt pins"
+
+
+def test_notebooks_load_no_image_from_the_web():
+    """An image URL in a notebook is fetched by the learner's browser as soon as it opens the notebook."""
+    for path in NOTEBOOKS:
+        for cell in cells(path):
+            source = "".join(cell["source"])
+            assert not re.search(r"!\[[^\]]*\]\(https?://", source), f"{path.name}: a web image in a cell"
+            assert not re.search(r"<img[^>]+src=[\"']https?://", source), f"{path.name}: a web image in a cell"

@@ -107,11 +107,11 @@ def test_environment_response_shows_what_it_answered():
 
 
 def test_long_values_fold_and_secrets_never_show(monkeypatch):
-    from helpers.local import trace_store
+    from helpers.local import scrubbing
 
     secret = "sk-test-" + "9" * 40
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    monkeypatch.setattr(trace_store, "_secrets_cache", (0.0, []))  # read the environment again now
+    monkeypatch.setattr(scrubbing, "_env_cache", (0.0, set()))  # read the environment again now
     long_answer = "step. " * 300 + f"my key is {secret}"
     node = TraceNode(call("openai.chat.completions.create", {"messages": [QUESTION], "api_key": secret},
                           chat_completion({"role": "assistant", "content": long_answer})))
