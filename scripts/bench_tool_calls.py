@@ -17,7 +17,8 @@ turns, in five set-ups:
 
 tool-call rate: rollouts with at least one tool call; valid-argument rate: calls the calculator
 accepted (JSON arguments with an arithmetic `expression`); accuracy: the right number after '####'.
-The servers run in this process with the parameters of helpers/local/llama_child.py.
+Each set-up's server is the course's own LocalModelServer (a child process, per-start key), with the
+chat template of the set-up.
 Writes benchmarks/results/tool_calls-<date>.json.
 """
 
@@ -32,7 +33,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import verifiers as vf
 import xllamacpp as xlc
 from bench_results import machine_info, write_result
@@ -40,8 +40,8 @@ from gsm8k_calculator import SYSTEM_PROMPT
 
 from helpers import quiet_library_logs
 from helpers.evaluation import wilson_interval
-from helpers.local.child_process import HOST, free_port
-from helpers.local.llama_server import LOCAL_MODEL_NAME, packaged_model_path
+from helpers.local.child_process import NO_PROXY_OPENER
+from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 from helpers.paths import display_path, runs_dir
 
 # A ChatML template with tool support, written after Qwen2.5's: tools listed in the system
@@ -91,25 +91,9 @@ SETUPS = {  # name: (use_tool, chat template, worked example, extra sampling arg
 }
 
 
-def serve(chat_template: str | None, threads: int, parallel: int = 4) -> tuple[xlc.Server, str]:
-    """llama.cpp's server in this process, as helpers/local/llama_child.py starts it."""
-    params = xlc.CommonParams()
-    params.model.path = str(packaged_model_path())
-    params.model_alias = LOCAL_MODEL_NAME
-    params.hostnames = [HOST]
-    params.port = free_port()
-    params.n_parallel = parallel
-    params.n_ctx = 2048 * parallel
-    params.cache_prompt = False
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
-    if chat_template:
-        params.chat_template = chat_template
-    return xlc.Server(params), f"http://{HOST}:{params.port}/v1"
-
-
 @contextlib.contextmanager
 def stderr_to(path: Path) -> Iterator[None]:
-    """llama.cpp (in this process) logs every request to stderr: send it, with the progress bars, to a file."""
+    """verifiers' progress bars go to stderr: send them to a file, so the table stays readable."""
     sys.stderr.flush()
     saved = os.dup(2)
     with open(path, "ab") as log:
@@ -122,10 +106,12 @@ def stderr_to(path: Path) -> Iterator[None]:
             os.close(saved)
 
 
-def template_caps(base_url: str) -> dict:
+def template_caps(server: LocalModelServer) -> dict:
     import urllib.request
 
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/props", timeout=10) as response:
+    request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/props",
+                                     headers={"Authorization": f"Bearer {server.api_key}"})
+    with NO_PROXY_OPENER.open(request, timeout=10) as response:
         caps = json.load(response)["chat_template_caps"]
     return {k: caps[k] for k in ("supports_tools", "supports_tool_calls")}
 
@@ -139,8 +125,8 @@ def rollout_inputs(env: vf.ToolEnv, num_examples: int, worked_example: bool) -> 
     return {"prompt": prompts, "answer": list(rows["answer"])}
 
 
-def measure(name: str, env: vf.ToolEnv, inputs: dict, base_url: str, sampling: dict) -> dict:
-    client = openai.OpenAI(base_url=base_url, api_key="local", timeout=600)
+def measure(name: str, env: vf.ToolEnv, inputs: dict, server: LocalModelServer, sampling: dict) -> dict:
+    client = server.endpoint().client
     started = time.monotonic()
     out = env.generate(inputs, client, LOCAL_MODEL_NAME, sampling_args=sampling, max_concurrent=4)
     wall_s = time.monotonic() - started
@@ -182,12 +168,10 @@ def main() -> None:
     info = machine_info()
     rows, caps = [], {}
     log = runs_dir("logs") / "bench_tool_calls.log"
-    print(f"llama.cpp's log and the progress bars: {display_path(log)}")
+    print(f"the progress bars: {display_path(log)}")
     for template in dict.fromkeys(SETUPS[name][1] for name in args.setups):  # one server per template
-        with stderr_to(log):
-            server, base_url = serve(template, args.threads)
-        try:
-            caps["tool template" if template else "model's template"] = template_caps(base_url)
+        with LocalModelServer(chat_template=template, threads=args.threads, parallel=4) as server:
+            caps["tool template" if template else "model's template"] = template_caps(server)
             for name in args.setups:
                 use_tool, setup_template, worked, extra = SETUPS[name]
                 if setup_template != template:
@@ -197,11 +181,8 @@ def main() -> None:
                                           num_eval_examples=args.num_examples)
                 inputs = rollout_inputs(env, args.num_examples, worked)
                 with stderr_to(log):
-                    rows.append(measure(name, env, inputs, base_url, sampling))
+                    rows.append(measure(name, env, inputs, server, sampling))
                 print(f"{name}: done in {rows[-1]['wall s']} s", flush=True)
-        finally:
-            with stderr_to(log):
-                del server  # stops listening
     print(f"\nSmolLM2-135M-Instruct (llama.cpp, xllamacpp {xlc.__version__}) on {args.num_examples} GSM8K test "
           f"questions, temperature 0, max_tokens {args.max_tokens}, up to 4 turns; {os.cpu_count()} cores\n")
     print(f"chat template capabilities (llama.cpp /props): {caps}\n")

@@ -3,8 +3,8 @@ GRPO step that does not depend on how the rollouts were sampled: float32 vs TRL'
 autocast, and gradient checkpointing on vs off. Each case runs in a fresh process (peak memory is
 its own). Prints a table and writes benchmarks/results/update-<date>.json.
 
-    .venv/bin/python scripts/bench_update.py                # notebook 02's batch: 8 x (130 + 200) tokens
-    .venv/bin/python scripts/bench_update.py --batch 2       # a smaller batch (bfloat16 is slow on AVX2)
+    .venv/bin/python scripts/bench_update.py                     # notebook 02's batch: 8 x (130 + 200) tokens
+    .venv/bin/python scripts/bench_update.py --batch 1 --bf16    # float32 vs bfloat16 (slow on AVX2: small batch)
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=130)
     parser.add_argument("--completion", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--bf16", action="store_true", help="also TRL's default bfloat16 autocast")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # "bf16,checkpointing" in a child process
     args = parser.parse_args()
     if args.case:
@@ -65,7 +66,7 @@ def main() -> None:
         return
     info = machine_info()
     results = []
-    for bf16, checkpointing in [(False, True), (False, False), (True, True)]:
+    for bf16, checkpointing in [(False, True), (False, False), *([(True, True)] if args.bf16 else [])]:
         out = subprocess.run([sys.executable, __file__, "--case", f"{int(bf16)},{int(checkpointing)}",
                               "--batch", str(args.batch), "--prompt", str(args.prompt),
                               "--completion", str(args.completion), "--repeats", str(args.repeats)],
@@ -77,7 +78,7 @@ def main() -> None:
     for r in results:
         print(f"| {'bf16 autocast' if r['bf16'] else 'float32'} | {'on' if r['gradient_checkpointing'] else 'off'} "
               f"| {r['seconds_per_update']} | {r['peak_rss_gb']} |")
-    write_result("update", info, {"cases": results})
+    write_result("update", info, {"cases": results}, suffix=f"batch{args.batch}")
 
 
 if __name__ == "__main__":

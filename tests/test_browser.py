@@ -336,7 +336,7 @@ def test_multiturn_trace_reads_as_a_conversation(local_server, tmp_path):
 
     page_path = tmp_path / "multiturn.html"
     env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs"), "PYTHONPATH": str(ROOT),
-           "COURSE_TEST_KEY": getattr(local_server, "api_key", None) or "local"}
+           "COURSE_TEST_KEY": local_server.api_key}
     written = subprocess.run([sys.executable, "-c", MULTITURN_WRITER, local_server.base_url, local_server.alias,
                               str(page_path)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
                              stdin=subprocess.DEVNULL, check=False)

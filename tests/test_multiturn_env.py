@@ -158,7 +158,7 @@ def test_vf_eval_runs_the_module(local_server, env_id, env_args):
         [str(VF_EVAL), env_id, "-a", env_args, "-m", local_server.alias, "-b", local_server.base_url,
          "-k", key_var, "-n", "2", "-r", "1", "-c", "2", "-t", "64", "-T", "0"],
         capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, key_var: getattr(local_server, "api_key", None) or "local"},
+        env={**os.environ, key_var: local_server.api_key},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     reward = float(re.search(r"^reward: avg - ([0-9.]+)", result.stdout, re.MULTILINE).group(1))

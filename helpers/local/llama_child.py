@@ -31,6 +31,7 @@ def main() -> None:
     parser.add_argument("--ctx-per-slot", type=int, required=True)
     parser.add_argument("--batch", type=int, help="llama.cpp's n_batch and n_ubatch (default: its own)")
     parser.add_argument("--poll", type=int, help="thread polling level 0-100 (default: llama.cpp's 50)")
+    parser.add_argument("--chat-template", help="a Jinja chat template instead of the model's own")
     args = parser.parse_args()
     exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
 
@@ -58,6 +59,8 @@ def main() -> None:
         params.n_batch = params.n_ubatch = args.batch
     if args.poll is not None:
         params.cpuparams.poll = params.cpuparams_batch.poll = args.poll
+    if args.chat_template:
+        params.chat_template = args.chat_template
     server = xlc.Server(params)  # starts listening; lives as long as this object
     print(f"listening on {server.listening_address}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -46,6 +46,7 @@ class LocalModelServer(ChildServer):
     ctx_per_slot: int = 2048
     batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (scripts/bench_endpoint.py)
     poll: int | None = None  # its threads' busy-polling level, 0-100; None: its default
+    chat_template: str | None = None  # a Jinja chat template instead of the GGUF's own (e.g. one with tools)
     startup_timeout_s: float = 60.0
     alias: str = LOCAL_MODEL_NAME
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
@@ -76,7 +77,8 @@ class LocalModelServer(ChildServer):
                 "or leave port=None to pick a free one."
             )
         tuning = [*(["--batch", str(self.batch)] if self.batch else []),
-                  *(["--poll", str(self.poll)] if self.poll is not None else [])]
+                  *(["--poll", str(self.poll)] if self.poll is not None else []),
+                  *(["--chat-template", self.chat_template] if self.chat_template else [])]
         self._launch("llama_child.py", [
             "--model", str(self.model_path), "--alias", self.alias, "--port", str(self.port),
             "--threads", str(self.threads), "--parallel", str(self.parallel),
