@@ -78,15 +78,17 @@ def choose_backend(backend: str = "auto", gpus: int | None = None) -> str:
     return backend
 
 
-def default_threads(sample_s: float = 1.0) -> int:
+def default_threads(sample_s: float = 2.0) -> int:
     """Cores that other programs are not using right now. On a shared machine, 2 torch threads
     fighting other processes for 2 cores ran 5x slower than 1 thread (measured), so busy cores are
     left alone. Measured over `sample_s` while this process waits: the load average would count
-    this process's own work of the last minute (loading the model) and leave a core idle."""
+    this process's own work of the last minute (loading the model) and leave a core idle. A core
+    counts as busy when at least 75% of it is used: a short burst of another program (a shell
+    command, a background flush) must not halve the speed of a whole training run."""
     import psutil
 
     cores = os.cpu_count() or 1
-    busy = round(psutil.cpu_percent(interval=sample_s) / 100 * cores)
+    busy = int(psutil.cpu_percent(interval=sample_s) / 100 * cores + 0.25)
     return max(1, cores - busy)
 
 
@@ -122,8 +124,9 @@ def device_settings(backend: str, capability: tuple[int, int] | None = None,
 
     cpu: float32. TRL's GRPOConfig turns bfloat16 autocast on by default, which was ~35% slower than
     float32 on an AVX-512 CPU and ~20x slower on an AVX2 one (measured: no bfloat16 instructions).
-    Gradient checkpointing (TRL's default) stays on: without it an update of the default batch took
-    24 s instead of 30 s here, but peak memory rose from 3.9 to 7.1 GB (scripts/bench_update.py).
+    Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
+    barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
+    (benchmarks/results/update-batch8-2026-12-03.json, written by scripts/bench_update.py).
     gpu: bfloat16 where the GPU has it (compute capability 8.0+), else float16 (Colab's T4, 7.5);
     generation through TRL's vLLM colocate mode when vllm is installed, else transformers' generate;
     gradient checkpointing, so that Qwen3-0.6B with LoRA fits a 16 GB GPU beside vLLM.

@@ -311,3 +311,12 @@ def test_compare_evals_table():
     assert list(table.index) == ["before", "after"]  # a missing reference run is left out
     assert table.loc["after", "reward"] == 0.4
     grpo_views.plot_before_after(table, ["hash_format"])
+
+
+def test_training_threads_leave_busy_cores_alone_but_ignore_short_bursts(monkeypatch):
+    import psutil
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for used_percent, threads in [(5, 2), (30, 2), (45, 1), (100, 1)]:  # 30%: a burst on one core
+        monkeypatch.setattr(psutil, "cpu_percent", lambda interval, p=used_percent: p)
+        assert grpo.default_threads() == threads, used_percent

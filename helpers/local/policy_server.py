@@ -56,8 +56,25 @@ def _aligned_logprobs(token_ids: list[int], reported: list[dict]) -> list[float 
     return logprobs
 
 
+class _StoppedOnExit:
+    """The one model server a sync started (`self.server`): stopped by `stop()` or on leaving `with`."""
+
+    server = None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 @dataclass
-class PolicyServer:
+class PolicyServer(_StoppedOnExit):
     """A llama.cpp server that serves whatever weights `sync(model)` gave it last."""
 
     folder: Path  # where the GGUF goes (one file, replaced at every sync)
@@ -128,20 +145,9 @@ class PolicyServer:
             raise EndpointError("The policy server is not running: call sync(model) first.")
         return self.server
 
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 @dataclass
-class CheckpointServer:
+class CheckpointServer(_StoppedOnExit):
     """The GPU path's evaluation server: `sync(model)` saves the weights as a transformers folder and
     (re)starts helpers.local.hf_server on it, on the GPU (llama.cpp here serves Llama GGUFs only)."""
 
@@ -170,14 +176,3 @@ class CheckpointServer:
         if self.server is None or not self.server.is_running():
             raise EndpointError("The checkpoint server is not running: call sync(model) first.")
         return self.server.endpoint()
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
