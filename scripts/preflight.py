@@ -134,7 +134,7 @@ CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
     ("disk", disk, f"free {RUNS_NEED_GB:.0f} GB, or set COURSE_RUNS_DIR to a folder on a bigger disk"),
     ("memory", memory,
      (f"notebook 02's training peaks at ~{TRAINING_PEAK_GB:.0f} GB: close other programs and kernels, "
-     "or lower num_generations / prompts_per_step in its parameters")),
+     "or lower num_generations / per_device_train_batch_size in its parameters")),
     ("CPU cores", cpu_cores,
      (f"the course's minutes are measured on {MEASURED_CORES} cores: expect longer runs, or use the "
      "1-hour parameters (INSTRUCTOR_GUIDE.md)")),
