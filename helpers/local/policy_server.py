@@ -2,10 +2,11 @@
 
 verifiers trains with two processes: an inference server (`vf-vllm`) samples the rollouts, and
 the trainer sends it the new weights after every optimizer step. On a CPU the course does the same
-with llama.cpp, which samples several sequences at once much faster than transformers' generate:
+with llama.cpp, which samples several sequences at once in half the time of transformers' generate:
 
 - `sync(model, step)` writes the trainer's current weights as a GGUF (float16 by default, see
-  helpers.local.gguf_export) and restarts the llama.cpp server on it: about a second for 135M;
+  helpers.local.gguf_export) and restarts the llama.cpp server on it: about 2 s for 135M on 2 cores
+  (benchmarks/results/grpo-2026-12-03.json);
 - `complete(prompt_ids, n=...)` samples `n` completions per prompt as token ids, with the
   log-probability the server's model gave each sampled token (before temperature);
 - `endpoint()` is an OpenAI-compatible endpoint on the same weights, for `env.evaluate`.
