@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
-    from helpers.local.notebook_runner import NOTEBOOKS, execute
+    from helpers.local.notebook_runner import NOTEBOOKS, execute, uninstall_learner_module
 
     paths = [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not args.numbers or p.name[:2] in args.numbers]
     info = machine_info()
@@ -55,6 +55,7 @@ def main() -> None:
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
                             "sections": sections(executed)})
             print(f"  {results[-1]['minutes']} min", flush=True)
+        uninstall_learner_module(runs)
     print(f"\n{info['cpu']}, {info['cores']} cores, load before {info['load_avg_before']}")
     for result in results:
         print(f"\n{result['notebook']}: {result['minutes']} min")

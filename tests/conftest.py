@@ -1,7 +1,4 @@
 import os
-import subprocess
-import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -45,10 +42,6 @@ def local_client(local_server):
 def uninstall_learner_module(tmp_path):
     """Notebook 03 installs the learner's module (editable) from COURSE_RUNS_DIR; undo it when that is ours."""
     yield
-    try:
-        url = metadata.distribution("my-gsm8k-feedback").read_text("direct_url.json") or ""
-    except metadata.PackageNotFoundError:
-        return
-    if str(tmp_path) in url:
-        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "my-gsm8k-feedback"], check=False,
-                       capture_output=True, stdin=subprocess.DEVNULL)
+    from helpers.local.notebook_runner import uninstall_learner_module as uninstall
+
+    uninstall(tmp_path)

@@ -138,8 +138,13 @@ import psutil
 from helpers import get_client
 
 me = psutil.Process()
+def is_server(process):
+    try:
+        return any(a.endswith("llama_child.py") for a in process.cmdline())
+    except psutil.Error:  # a short-lived child gone between children() and cmdline()
+        return False
 def interrupt_when_the_server_appears():
-    while not [c for c in me.children() if any(a.endswith("llama_child.py") for a in c.cmdline())]:
+    while not [c for c in me.children() if is_server(c)]:
         time.sleep(0.01)
     os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C / kernel interrupt during the first start-up
 threading.Thread(target=interrupt_when_the_server_appears, daemon=True).start()

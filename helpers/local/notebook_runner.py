@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 import papermill
@@ -33,6 +36,21 @@ def execute(notebook: str | Path, out: str | Path, parameters: dict | None = Non
         progress_bar=progress_bar, config=IPC_KERNEL,
     )
     return json.loads(Path(out).read_text())
+
+
+LEARNER_MODULE = "my-gsm8k-feedback"  # notebook 03 installs it (editable) from its runs folder
+
+
+def uninstall_learner_module(runs_dir: str | Path) -> None:
+    """Undo notebook 03's editable install when it points into `runs_dir` (a temporary runs folder):
+    left behind, it would point at a deleted folder, and the next install in a new kernel fails."""
+    try:
+        url = metadata.distribution(LEARNER_MODULE).read_text("direct_url.json") or ""
+    except metadata.PackageNotFoundError:
+        return
+    if str(runs_dir) in url:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", LEARNER_MODULE], check=False,
+                       capture_output=True, stdin=subprocess.DEVNULL)
 
 
 def _value(text: str):
