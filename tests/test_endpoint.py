@@ -133,21 +133,20 @@ def test_server_exits_when_its_parent_is_killed_during_start_up(kind):
 
 
 INTERRUPTED_THEN_RERUN = """
-import os, signal, threading, time
+import time
 import psutil
 from helpers import get_client
+from helpers.local.child_process import ChildServer
 
 me = psutil.Process()
-def is_server(process):
-    try:
-        return any(a.endswith("llama_child.py") for a in process.cmdline())
-    except psutil.Error:  # a short-lived child gone between children() and cmdline()
-        return False
-def interrupt_when_the_server_appears():
-    while not [c for c in me.children() if is_server(c)]:
-        time.sleep(0.01)
-    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C / kernel interrupt during the first start-up
-threading.Thread(target=interrupt_when_the_server_appears, daemon=True).start()
+healthy = ChildServer._wait_until_healthy
+def interrupted_once(self, started):
+    # Ctrl-C / a kernel interrupt while the first server is starting (its process already runs);
+    # raised here rather than from a signal so that the moment is the same on every machine.
+    ChildServer._wait_until_healthy = healthy
+    assert self.process.poll() is None
+    raise KeyboardInterrupt
+ChildServer._wait_until_healthy = interrupted_once
 try:
     get_client(quiet=True)
     print("NOT INTERRUPTED")
