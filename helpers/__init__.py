@@ -25,9 +25,10 @@ from helpers.eval_views import (
 )
 from helpers.evaluation import EvalRun, load_eval_run, record_evaluation
 from helpers.install_check import hardware_summary, show_record, versions_table
+from helpers.local.wandb_offline import wandb_history
 from helpers.modes import describe_modes
 from helpers.paths import display_path, runs_dir
-from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget, wandb_history
+from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget
 from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
 from helpers.worker_thread import in_worker_thread
 

@@ -62,7 +62,7 @@ def test_weights_changed(executed):
 
 @pytest.mark.notebook
 def test_wandb_offline_run_holds_the_steps(executed):
-    from helpers.trace_views import wandb_history
+    from helpers import wandb_history
 
     history = wandb_history(executed["summary"]["wandb_dir"].removesuffix("/files"))
     steps = set(history["train/global_step"].dropna().astype(int))

@@ -7,7 +7,8 @@ import datetime as dt
 import html
 import re
 
-from helpers.trace_views import TraceNode, _attach_scores, _details_html, conversation
+from helpers.local.trace_viewer import conversation, details_html
+from helpers.trace_views import TraceNode, _attach_scores
 
 T0 = dt.datetime(2026, 12, 3, 9, 0, tzinfo=dt.UTC)
 SYSTEM = {"content": "Solve. End with '#### <number>'.", "role": "system"}
@@ -54,7 +55,7 @@ def test_rollout_reads_as_a_conversation_turn_by_turn():
                            {"prompt": [SYSTEM, QUESTION], "completion": COMPLETION, "answer": "18"},
                            {"reward": 1.5, "metrics": {"correct_answer": 1.0, "hash_format": 1.0, "tool_calls": 1.0}}))
     _attach_scores([rollout, score])
-    page = _details_html(rollout)
+    page = details_html(rollout)
     shown = outside_raw_json(page)
     order = [shown.index(s) for s in ("Janet", "assistant · turn 1", "tool call: calculate(expression=\"16 - 3 - 4\")",
                                       "tool result · c1", "assistant · turn 2", "environment (user message)",
@@ -77,7 +78,7 @@ def test_model_call_shows_its_reply_and_tokens():
     node = TraceNode(call("openai.chat.completions.create", {"messages": [SYSTEM, QUESTION], "model": "m"},
                           chat_completion({"role": "assistant", "content": "She makes 9 * 2 = 18.\n#### 18"}),
                           latency_s=2.5, usage={"prompt_tokens": 60, "completion_tokens": 9, "total_tokens": 69}))
-    shown = outside_raw_json(_details_html(node))
+    shown = outside_raw_json(details_html(node))
     assert "60 prompt + 9 completion tokens" in shown and "2.50 s" in shown
     assert "assistant · turn 1" in shown and "She makes 9 * 2 = 18." in shown
     assert node.title == "openai.chat.completions.create · 2.50 s · 69 tokens · “She makes 9 * 2 = 18. #### 18”"
@@ -93,7 +94,7 @@ def test_tool_calls_are_titled_by_call_and_result():
     assert tool.title.endswith("“9”")
     refused = TraceNode(call("calculate", {"expression": "9**9**9"}, None,
                              exception="CalculatorError: the result is too large (more than 1e+15)"))
-    shown = _details_html(refused)
+    shown = details_html(refused)
     assert "too large" in shown and "error" in shown and refused.title.split(" · ")[-1] == "ERROR"
 
 
@@ -101,9 +102,9 @@ def test_environment_response_shows_what_it_answered():
     node = TraceNode(call("FeedbackEnv.env_response", {"self": "<FeedbackEnv object>", "messages": [SYSTEM, QUESTION,
                           COMPLETION[2]], "state": {"answer": "18", "turn": 1}},
                           [[COMPLETION[3]], {"answer": "18", "solved": False}]))
-    shown = outside_raw_json(_details_html(node))
+    shown = outside_raw_json(details_html(node))
     assert shown.index("#### 17") < shown.index("environment (user message)") < shown.index("Not yet: 17")
-    assert "FeedbackEnv object" not in _details_html(node)  # `self` is not shown, not even raw
+    assert "FeedbackEnv object" not in details_html(node)  # `self` is not shown, not even raw
 
 
 def test_long_values_fold_and_secrets_never_show(monkeypatch):
@@ -115,11 +116,11 @@ def test_long_values_fold_and_secrets_never_show(monkeypatch):
     long_answer = "step. " * 300 + f"my key is {secret}"
     node = TraceNode(call("openai.chat.completions.create", {"messages": [QUESTION], "api_key": secret},
                           chat_completion({"role": "assistant", "content": long_answer})))
-    page = _details_html(node)
+    page = details_html(node)
     assert secret not in page and secret not in node.title
     assert "more characters</summary>" in page  # the long reply is folded after its start
     checker = TraceNode(call("verifiers.ToolEnv.is_completed", {"messages": [QUESTION, *COMPLETION],
                                                                "state": {"responses": ["x" * 5000]}}, False))
-    shown = outside_raw_json(_details_html(checker))
+    shown = outside_raw_json(details_html(checker))
     assert "6 messages</summary>" in shown
     assert shown.count("x" * 161) == 0  # the long state is shown by its start, the rest folded

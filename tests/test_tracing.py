@@ -229,7 +229,7 @@ def test_viewers(store_session, tmp_path):
 
 
 def test_wandb_offline_history(traced, runs):
-    from helpers.trace_views import wandb_history
+    from helpers import wandb_history
 
     history = wandb_history(runs / "wandb")
     assert list(history["reward"]) == [0.0, 0.1, 0.2]
@@ -259,14 +259,14 @@ def test_weave_op_check_gives_the_same_answers_after_the_speed_up():
     from weave.trace import object_record
     from weave.trace import op as weave_op
 
-    from helpers.tracing import _fast_op_check_on_python_311
+    from helpers.local.weave_clients import fast_op_check_on_python_311
 
     def shout(text: str) -> str:
         return text.upper()
 
     candidates = [weave.op(shout), shout, object(), "text", weave_op]
     expected = [weave_op.is_op(x) for x in candidates]
-    _fast_op_check_on_python_311()
+    fast_op_check_on_python_311()
     assert [object_record.is_op(x) for x in candidates] == expected == [True, False, False, False, False]
 
 
@@ -331,10 +331,10 @@ def test_a_rejected_wandb_key_is_named_in_one_whole_line(tmp_path):
 
 
 def test_a_multi_line_error_becomes_one_line():
-    from helpers.tracing import _one_line
+    from helpers.local.weave_clients import one_line
 
     error = RuntimeError("Could not determine a W&B entity. Fix with one of:\n  1. Pass entity/project\n  2. Set X")
-    assert _one_line(error) == ("RuntimeError: Could not determine a W&B entity. Fix with one of: 1. Pass "
+    assert one_line(error) == ("RuntimeError: Could not determine a W&B entity. Fix with one of: 1. Pass "
                                 "entity/project 2. Set X")
 
 
