@@ -6,38 +6,31 @@ The cells build `trl.GRPOConfig(...)` and `trl.GRPOTrainer(...)` themselves and 
 - `choose_backend("auto")`: "cpu" (no CUDA GPU), "gpu" (one), "verifiers" (two or more);
 - `RubricRewards(env.rubric)`: a verifiers rubric as TRL reward functions (one per rubric
   function, so TRL logs each); every batch is scored once, in a Weave-traced call;
-- `ServerRolloutGRPOTrainer`: TRL's GRPOTrainer whose completions come from a llama.cpp server
-  holding the trainer's latest weights (helpers.local.policy_server), instead of model.generate;
 - `StepTimer`: a TrainerCallback that splits each step's time into generation, weight sync,
   scoring and update, and logs it with TRL's own metrics (wandb, trainer.state.log_history);
-- `prepare_run_dir` and `explain_failures`: resume a matching run, never delete an earlier one,
-  and say in plain words what to do after an interrupt or running out of memory.
+- `eval_setup`, `weight_change`, `save_summary`: the before/after evaluation and the run's figures.
+
+Resuming a run and explaining an interrupt or running out of memory: helpers.local.run_folder.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import json
 import logging
 import os
 import resource
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import weave
 from transformers import TrainerCallback
-from trl import GRPOTrainer
-from trl.data_utils import maybe_apply_chat_template
 
 from helpers.local.gguf_convert import convert_gguf
 from helpers.local.scrubbing import write_json
-from helpers.paths import display_path
 from helpers.worker_thread import run_sync
 
 log = logging.getLogger("helpers.grpo")
@@ -46,10 +39,6 @@ BACKENDS = ("auto", "cpu", "gpu", "verifiers")
 
 class BackendUnavailable(RuntimeError):
     """The requested training backend cannot run on this machine; the message says why."""
-
-
-class TrainingOutOfMemory(RuntimeError):
-    """Training ran out of memory; the message says which settings to lower."""
 
 
 class RewardFunctionFailing(RuntimeError):
@@ -168,21 +157,6 @@ def lora_config(backend: str):
 def merged(model):
     """The model with a LoRA adapter merged into its weights (what a server loads); others as they are."""
     return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
-
-
-def train_with_verifiers(plan) -> tuple[Path, list[dict]]:
-    """The verifiers recipe on 2+ GPUs (helpers.gpu.launcher.run_plan: vf-vllm and the trainer), then
-    the folder of its final model (LoRA merged) and its log history (trainer_state.json)."""
-    from helpers.gpu.launcher import merge_lora, run_plan
-
-    code = run_plan(plan)
-    if code != 0:
-        raise RuntimeError(f"verifiers training exited with code {code}; see {display_path(plan.log_dir / 'vf-train.log')}. "
-                           "Running the cell again resumes from the last checkpoint.")
-    checkpoint = last_checkpoint(plan.output_dir)
-    state_file = Path(checkpoint or plan.output_dir) / "trainer_state.json"
-    history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
-    return merge_lora(plan.output_dir / "final", plan.model), history
 
 
 def peak_rss_gb() -> float:
@@ -315,34 +289,6 @@ class RubricRewards:
 # ----------------------------------------------------------------------------- trainer
 
 
-class ServerRolloutGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer, with one method replaced: completions come from `policy_server`, a llama.cpp
-    server that gets the trainer's weights after every optimizer step (exported to GGUF), the way
-    verifiers' trainer pushes weights to its vLLM server. The loss is TRL's, on the sampled token
-    ids; the server's per-token log-probabilities are kept in `last_sampling_logprobs`."""
-
-    def __init__(self, *args, policy_server, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.policy_server = policy_server
-        self.last_sampling_logprobs: list[list[float]] = []
-
-    def _generate_single_turn(self, prompts: list, images: list | None):
-        if images is not None:
-            raise ValueError("the llama.cpp rollout server serves text models only")
-        if self.policy_server.step != self.state.global_step:  # the weights changed since the last sync
-            self.policy_server.sync(self.model, step=self.state.global_step)
-        texts = [maybe_apply_chat_template({"prompt": p}, self.processing_class)["prompt"] for p in prompts]
-        prompt_ids = self.processing_class(text=texts, add_special_tokens=False, truncation=True,
-                                           max_length=self.max_prompt_length)["input_ids"]
-        # TRL's sampler repeats each prompt num_generations times in a row: sample n per prompt.
-        completions = self.policy_server.complete(
-            prompt_ids[:: self.num_generations], n=self.num_generations, max_tokens=self.max_completion_length,
-            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k or 0, min_p=self.min_p or 0.0,
-            repetition_penalty=self.repetition_penalty, seed=self.args.seed * 100_003 + self.state.global_step * 1000)
-        self.last_sampling_logprobs = [c.logprobs for c in completions]
-        return prompt_ids, [c.token_ids for c in completions], None, {}
-
-
 class StepTimer(TrainerCallback):
     """Splits each optimizer step's time into generation, weight sync, scoring and update, and adds
     them (with peak memory and reward-function errors) to the metrics TRL logs for the step.
@@ -383,96 +329,6 @@ class StepTimer(TrainerCallback):
         }.items():
             metrics[key].append(value)
         self._errors = errors
-
-
-# ----------------------------------------------------------------------------- run folder
-
-
-TRAINING_FIELDS = (  # what must match for a checkpoint to be resumed (how long to train may change)
-    "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "max_completion_length", "max_prompt_length", "temperature", "top_p", "top_k", "beta", "seed",
-    "reward_weights", "lr_scheduler_type", "loss_type", "scale_rewards", "num_iterations", "bf16", "fp16")
-
-
-def check_config(config) -> None:
-    """Refuse settings TRL would accept and then crash on (or train nothing with), before any folder is touched."""
-    problems = []
-    if config.max_steps < 1:
-        problems.append(f"max_steps={config.max_steps}: train at least 1 step")
-    if config.num_generations < 2:
-        problems.append(f"num_generations={config.num_generations}: GRPO compares at least 2 completions per prompt")
-    batch = config.per_device_train_batch_size
-    if batch < config.num_generations or batch % config.num_generations:
-        problems.append(f"per_device_train_batch_size={batch}: must be a positive multiple of "
-                        f"num_generations={config.num_generations} (prompts per step x completions per prompt)")
-    if config.max_completion_length < 1:
-        problems.append(f"max_completion_length={config.max_completion_length}: must be at least 1 token")
-    if not config.learning_rate > 0:
-        problems.append(f"learning_rate={config.learning_rate}: must be positive")
-    if not config.temperature > 0:
-        problems.append(f"temperature={config.temperature}: must be positive (GRPO needs varied samples)")
-    if config.beta < 0:
-        problems.append(f"beta={config.beta}: must be 0 or more")
-    if config.save_steps < 1:
-        problems.append(f"save_steps={config.save_steps}: must be at least 1")
-    if problems:
-        raise ValueError("These GRPO settings cannot train:\n- " + "\n- ".join(problems))
-
-
-def last_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest checkpoint folder of a run (what `trainer.train(resume_from_checkpoint=...)` takes)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
-
-
-def prepare_run_dir(config, resume: str = "auto", **run: Any) -> None:
-    """Make `config.output_dir` ready: keep a run of the same settings to resume, or start an empty one.
-
-    `resume="auto"` keeps the run in the folder when it was made with the same settings (the
-    training fields of `config`, and `run`, e.g. the environment's arguments) and has a checkpoint;
-    `resume="never"` starts over. An earlier run that is not resumed is never deleted: it is moved
-    aside with a timestamp, and that is said in one line.
-    """
-    if resume not in ("auto", "never"):
-        raise ValueError(f"resume must be 'auto' or 'never', not {resume!r}")
-    check_config(config)
-    out = Path(config.output_dir)
-    identity = json.loads(json.dumps({**{f: getattr(config, f) for f in TRAINING_FIELDS}, **run}, default=str))
-    saved = out / "course_run.json"
-    if out.is_dir() and any(out.iterdir()):
-        same = saved.is_file() and json.loads(saved.read_text()).get("identity") == identity
-        checkpoint = last_checkpoint(out)
-        if resume == "auto" and same and checkpoint is not None:
-            print(f"training: will resume from {Path(checkpoint).name} of the same run "
-                  f"(resume='never' starts over; the earlier run is then kept aside)")
-            return
-        aside = out.with_name(f"{out.name}-{datetime.now():%Y%m%d-%H%M%S}")
-        out.rename(aside)
-        why = "resume='never'" if resume == "never" else "other settings" if not same else "no checkpoint"
-        print(f"training: starting over ({why}); the earlier run is kept in {display_path(aside)}")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(saved, {"identity": identity})
-
-
-@contextlib.contextmanager
-def explain_failures(output_dir: str | Path):
-    """Around `trainer.train()`: an interrupt says how to resume; running out of memory says what to lower."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        saved = last_checkpoint(output_dir)
-        print("training: interrupted. " + (f"The last checkpoint is {Path(saved).name}: run this cell again to "
-                                           "resume from it." if saved else "No checkpoint was saved yet."))
-        raise
-    except (RuntimeError, MemoryError) as e:
-        text = str(e).lower()
-        if isinstance(e, MemoryError) or "out of memory" in text or "can't allocate" in text:
-            raise TrainingOutOfMemory(
-                "Training ran out of memory. Lower num_generations, per_device_train_batch_size or "
-                "max_completion_length (each scales what a step holds in memory), close other notebooks, then "
-                f"run again: it resumes from the last checkpoint in {display_path(Path(output_dir))}.") from e
-        raise
 
 
 # ----------------------------------------------------------------------------- results
@@ -553,21 +409,3 @@ def weight_change(before_dir: str | Path, after_dir: str | Path) -> dict:
 def save_summary(output_dir: str | Path, figures: dict) -> Path:
     """Write the figures a notebook run produced to <output_dir>/summary.json (tests read it)."""
     return write_json(Path(output_dir) / "summary.json", figures)
-
-
-def sampling_mismatch(server, model, prompt_ids: list[list[int]], n: int = 4, max_tokens: int = 64,
-                      seed: int = 0) -> dict:
-    """How far the server's policy (llama.cpp, the exported precision) is from the trainer's model:
-    per sampled token, |log p_server - log p_trainer| at temperature 1, over `n` samples per prompt."""
-    import torch
-
-    completions = server.complete(prompt_ids, n=n, max_tokens=max_tokens, temperature=1.0, seed=seed)
-    diffs = []
-    with torch.no_grad():
-        for prompt, completion in zip((p for p in prompt_ids for _ in range(n)), completions):
-            logits = model(torch.tensor([prompt + completion.token_ids])).logits[0, len(prompt) - 1: -1].float()
-            ours = torch.log_softmax(logits, -1).gather(1, torch.tensor(completion.token_ids)[:, None])[:, 0]
-            diffs += [abs(float(a) - b) for a, b in zip(ours, completion.logprobs) if b is not None]
-    diff = torch.tensor(diffs)
-    return {"tokens": len(diffs), "mean_abs_logprob_diff": float(diff.mean()),
-            "max_abs_logprob_diff": float(diff.max()), "mean_prob_ratio_minus_1": float((torch.exp(diff) - 1).mean())}

@@ -9,12 +9,14 @@ import pytest
 import torch
 import verifiers as vf
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-from trl import GRPOConfig
+from trl import GRPOConfig, GRPOTrainer
 
 from helpers import grpo, grpo_views
 from helpers.env import build_gsm8k_env
+from helpers.local import run_folder
 from helpers.local.gguf_convert import CHECK_PROMPT, convert_gguf, greedy_continuation
 from helpers.local.policy_server import PolicyServer
+from helpers.local.server_rollouts import ServerRolloutGRPOTrainer, sampling_mismatch
 
 COMPLETIONS = [
     "3 + 5 = 8 apples.\n#### 8",          # right format, right answer (gold is set below)
@@ -168,7 +170,7 @@ def test_policy_server_samples_token_ids_with_log_probabilities(model, model_dir
         # the same seed gives the same samples; float16 on the server, float32 here: close policies
         again = server.complete([prompt], n=1, max_tokens=24, temperature=0.9, seed=7)
         assert again[0].token_ids == completions[0].token_ids
-        mismatch = grpo.sampling_mismatch(server, model, [prompt], n=2, max_tokens=24)
+        mismatch = sampling_mismatch(server, model, [prompt], n=2, max_tokens=24)
     assert mismatch["tokens"] > 10 and mismatch["mean_abs_logprob_diff"] < 0.05, mismatch
 
 
@@ -189,7 +191,7 @@ def _config(output_dir, **overrides) -> GRPOConfig:
                 "num_generations": 4, "max_completion_length": 12, "learning_rate": 1e-4, "temperature": 1.0,
                 "seed": 0, "logging_steps": 1, "save_strategy": "steps", "save_steps": 1, "save_total_limit": 1,
                 "report_to": "none", "lr_scheduler_type": "constant", "max_prompt_length": 256,
-                **grpo.device_settings("cpu")}  # float32: TRL's default bf16 autocast is ~20x slower on AVX2 CPUs
+                **grpo.device_settings("cpu")}  # float32: TRL's default bf16 autocast is slower on CPUs
     return GRPOConfig(**{**settings, **overrides})
 
 
@@ -199,10 +201,10 @@ def test_server_rollouts_train_and_log_the_time_split(env, model_dir, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rewards = grpo.RubricRewards(_varied_rubric())
     config = _config(tmp_path / "run", reward_weights=rewards.weights, save_strategy="no")
-    grpo.prepare_run_dir(config)
+    run_folder.prepare_run_dir(config)
     with PolicyServer(folder=tmp_path, name="trainer-test", parallel=4) as server:
         server.sync(model, step=0)
-        trainer = grpo.ServerRolloutGRPOTrainer(
+        trainer = ServerRolloutGRPOTrainer(
             model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
             train_dataset=env.dataset.select_columns(["prompt", "answer"]), policy_server=server)
         trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
@@ -226,23 +228,23 @@ def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, 
 
     def trainer_for(config, callbacks=None):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        trainer = grpo.GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model_dir),
-                                   args=config, reward_funcs=rewards.reward_funcs, callbacks=callbacks,
-                                   train_dataset=env.dataset.select_columns(["prompt", "answer"]))
+        trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model_dir),
+                              args=config, reward_funcs=rewards.reward_funcs, callbacks=callbacks,
+                              train_dataset=env.dataset.select_columns(["prompt", "answer"]))
         trainer.add_callback(grpo.StepTimer(trainer, rewards))
         return trainer
 
     config = _config(tmp_path / "run", reward_weights=rewards.weights)
-    grpo.prepare_run_dir(config, resume="auto", variant="hash")
+    run_folder.prepare_run_dir(config, resume="auto", variant="hash")
     trainer = trainer_for(config, [_InterruptAfterFirstSave()])
-    with pytest.raises(KeyboardInterrupt), grpo.explain_failures(config.output_dir):
-        trainer.train(resume_from_checkpoint=grpo.last_checkpoint(config.output_dir))
+    with pytest.raises(KeyboardInterrupt), run_folder.explain_failures(config.output_dir):
+        trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(config.output_dir))
     assert "The last checkpoint is checkpoint-1: run this cell again" in capsys.readouterr().out
 
-    grpo.prepare_run_dir(config, resume="auto", variant="hash")  # same settings: kept for resuming
+    run_folder.prepare_run_dir(config, resume="auto", variant="hash")  # same settings: kept for resuming
     assert "will resume from checkpoint-1" in capsys.readouterr().out
     trainer = trainer_for(config)
-    trainer.train(resume_from_checkpoint=grpo.last_checkpoint(config.output_dir))
+    trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(config.output_dir))
     assert trainer.state.global_step == 2
     metrics = grpo_views.metrics_table(trainer.state.log_history)
     assert list(metrics.index) == [1, 2]  # step 1 from the checkpoint's log, step 2 new
@@ -251,10 +253,10 @@ def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, 
 
 def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path, capsys):
     config = _config(tmp_path / "run")
-    grpo.prepare_run_dir(config, variant="hash")
+    run_folder.prepare_run_dir(config, variant="hash")
     (tmp_path / "run" / "final").mkdir()
     (tmp_path / "run" / "final" / "model.safetensors").write_text("weights")
-    grpo.prepare_run_dir(_config(tmp_path / "run", learning_rate=2e-5), variant="hash")
+    run_folder.prepare_run_dir(_config(tmp_path / "run", learning_rate=2e-5), variant="hash")
     said = capsys.readouterr().out
     kept = [p for p in tmp_path.iterdir() if p.name.startswith("run-")]
     assert len(kept) == 1 and (kept[0] / "final" / "model.safetensors").read_text() == "weights"
@@ -276,7 +278,7 @@ def test_settings_that_cannot_train_are_refused_before_any_folder_is_touched(tmp
     for key, value in override.items():
         setattr(config, key, value)  # as if GRPOConfig had accepted it
     with pytest.raises(ValueError, match=named):
-        grpo.prepare_run_dir(config)
+        run_folder.prepare_run_dir(config)
     assert (run / "keep.txt").read_text() == "an earlier run" and len(list(tmp_path.iterdir())) == 1
 
 

@@ -23,7 +23,9 @@ from trl import GRPOConfig
 
 import helpers
 from helpers import grpo
+from helpers.local import run_folder
 from helpers.local.policy_server import PolicyServer
+from helpers.local.server_rollouts import ServerRolloutGRPOTrainer
 
 planted = os.environ["COURSE_PLANTED_API_KEY"]
 tracing = helpers.init_tracing("secrets")
@@ -53,10 +55,10 @@ config = GRPOConfig(output_dir=str(output_dir), run_name="secrets", max_steps=1,
                     num_generations=4, max_completion_length=12, save_strategy="steps", save_steps=1,
                     logging_steps=1, report_to="wandb", reward_weights=rewards.weights,
                     **grpo.device_settings("cpu"))
-grpo.prepare_run_dir(config, env_args=env_args)
-trainer = grpo.ServerRolloutGRPOTrainer(model=model, processing_class=tokenizer, args=config,
-                                        reward_funcs=rewards.reward_funcs, policy_server=server,
-                                        train_dataset=env.dataset.select_columns(["prompt", "answer"]))
+run_folder.prepare_run_dir(config, env_args=env_args)
+trainer = ServerRolloutGRPOTrainer(model=model, processing_class=tokenizer, args=config,
+                                   reward_funcs=rewards.reward_funcs, policy_server=server,
+                                   train_dataset=env.dataset.select_columns(["prompt", "answer"]))
 trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
 wandb_run = wandb.init(project="secrets", name="secrets", config={"rollouts": "server", "backend": "cpu"})  # as notebook 02
 trainer.train()

@@ -10,8 +10,9 @@ to it over NCCL after every step. Its recipe (verifiers v0.1.5.post0) needs two 
 
 `build_plan()` writes both commands and their environments down; `plan.checks()` says what is
 missing on this machine; `run_plan(plan)` starts the server with subprocess.Popen, waits until it
-answers, streams the trainer's log, and stops both, also on error or interrupt. On a CPU machine
-the tests check the plan without running it.
+answers, streams the trainer's log, and stops both, also on error or interrupt;
+`train_with_verifiers(plan)` runs it and returns the final model's folder and its log history.
+On a CPU machine the tests check the plan without running it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pandas as pd
 
 from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.scrubbing import scrub
-from helpers.paths import PROJECT_ROOT, runs_dir
+from helpers.paths import PROJECT_ROOT, display_path, runs_dir
 
 DEFAULT_MODEL = "willcb/Qwen3-0.6B"
 ZERO3_CONFIG = PROJECT_ROOT / "training" / "zero3.yaml"
@@ -232,3 +233,18 @@ def merge_lora(final_dir: str | Path, base_model: str = DEFAULT_MODEL) -> Path:
     model.merge_and_unload().save_pretrained(merged_dir)
     AutoTokenizer.from_pretrained(base_model).save_pretrained(merged_dir)
     return merged_dir
+
+
+def train_with_verifiers(plan: LaunchPlan) -> tuple[Path, list[dict]]:
+    """The verifiers recipe on 2+ GPUs (`run_plan`: vf-vllm and the trainer), then
+    the folder of its final model (LoRA merged) and its log history (trainer_state.json)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    code = run_plan(plan)
+    if code != 0:
+        raise RuntimeError(f"verifiers training exited with code {code}; see {display_path(plan.log_dir / 'vf-train.log')}. "
+                           "Running the cell again resumes from the last checkpoint.")
+    checkpoint = get_last_checkpoint(str(plan.output_dir)) if plan.output_dir.is_dir() else None
+    state_file = Path(checkpoint or plan.output_dir) / "trainer_state.json"
+    history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
+    return merge_lora(plan.output_dir / "final", plan.model), history
