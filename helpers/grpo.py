@@ -112,9 +112,9 @@ def device_settings(backend: str, capability: tuple[int, int] | None = None,
     """The GRPOConfig arguments that differ between the CPU and one GPU.
 
     cpu: float32. TRL's GRPOConfig turns bfloat16 autocast on by default, which was ~35% slower than
-    float32 for generation on an AVX-512 CPU (../shared/DESIGN.md) and far slower on this AVX2 one (no
-    bfloat16 instructions; `scripts/bench_update.py --batch 1 --bf16` measures it, not yet run to a
-    result file).
+    float32 for generation on an AVX-512 CPU (../shared/DESIGN.md) and 14x slower for an update on an
+    AVX2 one with no bfloat16 instructions (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores,
+    benchmarks/results/update-batch1-2026-12-03.json, written by scripts/bench_update.py --bf16).
     Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
     barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
     (benchmarks/results/update-batch8-2026-12-03.json, written by scripts/bench_update.py).
