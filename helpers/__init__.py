@@ -1,6 +1,7 @@
 """The helpers the course notebooks call: endpoint, data, environment, tracing entry points,
 evaluation records, views and exercise checks. What makes the course run locally (model servers,
-trace store, GGUF conversion) is in helpers.local; the multi-GPU launcher in helpers.gpu."""
+Weave clients and trace store, trace viewer, GGUF conversion, notebook 02's rollout server and run
+folder) is in helpers.local; the multi-GPU launcher in helpers.gpu."""
 
 from helpers.modes import keep_telemetry_local
 
