@@ -18,14 +18,15 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.local import trace_viewer
 from helpers.local.trace_viewer import (
     clean,
     latency_s,
     op_short_name,
+    page_html,
     preview,
     reward_of,
     token_counts,
+    tree_widget,
 )
 from helpers.paths import runs_dir
 from helpers.tracing import TracingSession, init_tracing
@@ -182,7 +183,7 @@ def trace_tree_widget(call_or_trace_id: Any, *, session: TracingSession | None =
     """A clickable tree of one trace: each call opens to what it did (a conversation when it carries
     messages: roles, tool calls and results, turn by turn), its reward, latency and tokens, the raw
     JSON one click away, and to its child calls."""
-    return trace_viewer.tree_widget(trace_tree(call_or_trace_id, session=session))
+    return tree_widget(trace_tree(call_or_trace_id, session=session))
 
 
 def export_trace_html(call_or_trace_id: Any, path: str | Path | None = None, *,
@@ -192,5 +193,5 @@ def export_trace_html(call_or_trace_id: Any, path: str | Path | None = None, *,
     root = trace_tree(call_or_trace_id, session=session)
     path = Path(path) if path else runs_dir("exports") / f"trace-{root.call['trace_id']}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(trace_viewer.page_html(root), encoding="utf-8")
+    path.write_text(page_html(root), encoding="utf-8")
     return path

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from helpers.local.child_process import NO_PROXY_OPENER
+from helpers.local.run_folder import last_checkpoint
 from helpers.local.scrubbing import scrub
 from helpers.paths import PROJECT_ROOT, display_path, runs_dir
 
@@ -238,13 +239,11 @@ def merge_lora(final_dir: str | Path, base_model: str = DEFAULT_MODEL) -> Path:
 def train_with_verifiers(plan: LaunchPlan) -> tuple[Path, list[dict]]:
     """The verifiers recipe on 2+ GPUs (`run_plan`: vf-vllm and the trainer), then
     the folder of its final model (LoRA merged) and its log history (trainer_state.json)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     code = run_plan(plan)
     if code != 0:
         raise RuntimeError(f"verifiers training exited with code {code}; see {display_path(plan.log_dir / 'vf-train.log')}. "
                            "Running the cell again resumes from the last checkpoint.")
-    checkpoint = get_last_checkpoint(str(plan.output_dir)) if plan.output_dir.is_dir() else None
+    checkpoint = last_checkpoint(plan.output_dir)
     state_file = Path(checkpoint or plan.output_dir) / "trainer_state.json"
     history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
     return merge_lora(plan.output_dir / "final", plan.model), history

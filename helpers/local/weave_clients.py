@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers.local.trace_store import LocalTraceServer, scrub
+from helpers.local.scrubbing import scrub
+from helpers.local.trace_store import LocalTraceServer
 from helpers.paths import runs_dir
 
 LOCAL_ENTITY = "local"  # traces stored locally live in project "local/<project>"
