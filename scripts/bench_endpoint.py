@@ -2,7 +2,8 @@
 speed for one stream and for 4 concurrent streams (fixed 128-token completions), over a grid of
 server settings — threads, parallel slots, batch size, thread polling — and for the packaged 4-bit
 GGUF and a float16 export of the same weights. Prints a table and writes
-benchmarks/results/endpoint-<date>.json. With --install it also times a fresh scripts/setup_env.sh.
+benchmarks/results/endpoint-<date>.json (endpoint-quick-<date>.json with --quick). With --install it
+also times a fresh scripts/setup_env.sh.
 
     .venv/bin/python scripts/bench_endpoint.py [--install] [--quick]
 
@@ -117,7 +118,9 @@ def main() -> None:
               f"{r['four_streams_tokens_per_s']} |")
     if install_s is not None:
         print(f"\nfresh setup_env.sh: {install_s} s")
-    write_result("endpoint", info, {"tokens_per_completion": TOKENS, "runs": rows, "fresh_setup_s": install_s})
+    # A quick run gets its own file: it must not replace the full grid that the README cites.
+    write_result("endpoint", info, {"tokens_per_completion": TOKENS, "runs": rows, "fresh_setup_s": install_s},
+                 suffix="quick" if args.quick else "")
 
 
 if __name__ == "__main__":
