@@ -14,14 +14,15 @@ from notebook_run import NOTEBOOKS, execute, outputs_text
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
 RUN_NAME = "02_ci"
-# A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 96 tokens in about
-# 1 of 8 samples, so about half the groups of 4 have different rewards (measured on llama.cpp, 8 groups):
-# 2 steps of 4 groups each leave roughly a 1 in 250 chance of no signal at all (no weight would move).
+# A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 128 tokens in about
+# 1 of 4 samples, so about 2 in 3 groups of 4 have different rewards (scripts/bench_signal.py,
+# benchmarks/results/signal-2026-12-03.json; within 96 tokens only half the groups, and one CI run of 8
+# groups got none). 2 steps of 6 groups leave about a 1 in a million chance that no weight moves.
 CI_SYSTEM_PROMPT = ("Answer in one short line, then the final answer as '#### <number>'. Example:\n"
                     "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\n"
                     "Answer: 3 + 5 = 8\n#### 8")
 CI_PARAMETERS = {
-    "max_steps": 2, "per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 96,
+    "max_steps": 2, "per_device_train_batch_size": 24, "num_generations": 4, "max_completion_length": 128,
     "learning_rate": 1e-5, "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40,
     "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
 }
@@ -55,9 +56,18 @@ def test_rollouts_came_from_the_server_with_a_sync_per_step(executed):
 
 
 @pytest.mark.notebook
+def test_some_group_had_a_signal(executed):
+    """GRPO learns only from groups whose rewards differ; TRL logs the share of groups that did not."""
+    zero_std = [step["frac_zero_std"] for step in executed["summary"]["per_step"]]
+    assert min(zero_std) < 1, f"every group of every step got equal rewards: frac_reward_zero_std {zero_std}"
+
+
+@pytest.mark.notebook
 def test_weights_changed(executed):
+    zero_std = [step["frac_zero_std"] for step in executed["summary"]["per_step"]]
     assert executed["summary"]["weights_changed"] > 0, (
-        "no weight moved: every group got equal rewards (no GRPO signal) or the optimizer did not step")
+        f"no weight moved; frac_reward_zero_std per step: {zero_std} (1.0 everywhere: no GRPO signal, "
+        "otherwise the optimizer did not step)")
 
 
 @pytest.mark.notebook

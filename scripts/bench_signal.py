@@ -1,0 +1,83 @@
+"""How often a GRPO group gets a signal (rewards that are not all equal) at the start of notebook 02's CI
+run: CI's system prompt, SmolLM2-135M on the llama.cpp policy server (float16, as the trainer's first
+sync), temperature 0.9, groups of 4, for several completion lengths. A run whose groups all have equal
+rewards moves no weight, so the CI parameters need a length at which that is very unlikely.
+Prints a table and writes benchmarks/results/signal-<date>.json.
+
+    .venv/bin/python scripts/bench_signal.py                        # 96, 128 and 160 tokens, 40 prompts x 4
+    .venv/bin/python scripts/bench_signal.py --lengths 96 160 --prompts 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "environments" / "gsm8k_course"), str(ROOT / "tests")]
+
+from bench_results import machine_info, write_result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[96, 128, 160])
+    parser.add_argument("--prompts", type=int, default=40, help="training questions, one group of 4 each")
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--temperature", type=float, default=0.9)
+    args = parser.parse_args()
+    os.environ.setdefault("GSM8K_DIR", str(ROOT.parent / "shared" / "data" / "gsm8k"))
+
+    import torch
+    import verifiers as vf
+    from test_notebook_02 import CI_PARAMETERS, CI_SYSTEM_PROMPT
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import helpers
+    from helpers import grpo
+    from helpers.local.policy_server import PolicyServer
+
+    info = machine_info()
+    ci_groups = CI_PARAMETERS["max_steps"] * CI_PARAMETERS["per_device_train_batch_size"] // CI_PARAMETERS["num_generations"]
+    env = vf.load_environment("gsm8k-course", variant="hash", num_examples=args.prompts,
+                              system_prompt=CI_SYSTEM_PROMPT, seed=0)
+    model_dir = grpo.start_model("cpu")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in env.dataset["prompt"]]
+    rows = []
+    with PolicyServer(folder=helpers.runs_dir("models"), name="bench_signal", threads=os.cpu_count()) as server:
+        server.sync(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), step=0)
+        for length in args.lengths:
+            started = time.monotonic()
+            completions = server.complete(prompt_ids, n=args.group, max_tokens=length,
+                                          temperature=args.temperature, seed=7)
+            seconds = time.monotonic() - started
+            rewards, formatted = [], 0
+            for i, completion in enumerate(completions):
+                messages = [{"role": "assistant", "content": tokenizer.decode(completion.token_ids, skip_special_tokens=True)}]
+                answer = env.dataset[i // args.group]["answer"]
+                scores = [f(completion=messages, answer=answer, parser=env.parser) for f in env.rubric.get_reward_funcs()]
+                rewards.append(sum(w * s for w, s in zip(env.rubric.get_reward_weights(), scores)))
+                formatted += scores[1] > 0
+            groups = [rewards[i: i + args.group] for i in range(0, len(rewards), args.group)]
+            mixed = sum(len(set(g)) > 1 for g in groups) / len(groups)
+            rows.append({"max_tokens": length, "completions": len(completions),
+                         "format_rate": round(formatted / len(completions), 3), "groups": len(groups),
+                         "groups_with_signal": round(mixed, 3),
+                         "p_no_signal_in_ci_run": float(f"{(1 - mixed) ** ci_groups:.2g}"),
+                         "sampling_s": round(seconds, 1)})
+            print(rows[-1], flush=True)
+    print(f"\n{info['cpu']}, {info['cores']} cores; {args.prompts} prompts x {args.group}, temperature {args.temperature}")
+    print(f"| max tokens | '####' rate | groups with signal | P(no signal in the CI run's {ci_groups} groups) | sampling s |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['max_tokens']} | {r['format_rate']} | {r['groups_with_signal']} | {r['p_no_signal_in_ci_run']} "
+              f"| {r['sampling_s']} |")
+    write_result("signal", info, {"prompts": args.prompts, "group": args.group, "temperature": args.temperature,
+                                  "system_prompt": CI_SYSTEM_PROMPT, "ci_groups": ci_groups, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
