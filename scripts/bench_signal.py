@@ -5,6 +5,7 @@ rewards moves no weight, so the CI parameters need a length at which that is ver
 Prints a table and writes benchmarks/results/signal-<date>.json.
 
     .venv/bin/python scripts/bench_signal.py                        # 96, 128 and 160 tokens, 40 prompts x 4
+    .venv/bin/python scripts/bench_signal.py --lengths 96 128       # what signal-2026-12-03.json holds
     .venv/bin/python scripts/bench_signal.py --lengths 96 160 --prompts 16
 """
 
@@ -47,6 +48,9 @@ def main() -> None:
     model_dir = grpo.start_model("cpu")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in env.dataset["prompt"]]
+    rewards = grpo.RubricRewards(env.rubric)  # the rewards exactly as the trainer computes them
+    prompts = [p for p in env.dataset["prompt"] for _ in range(args.group)]
+    answers = [a for a in env.dataset["answer"] for _ in range(args.group)]
     rows = []
     with PolicyServer(folder=helpers.runs_dir("models"), name="bench_signal", threads=os.cpu_count()) as server:
         server.sync(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32), step=0)
@@ -55,18 +59,13 @@ def main() -> None:
             completions = server.complete(prompt_ids, n=args.group, max_tokens=length,
                                           temperature=args.temperature, seed=7)
             seconds = time.monotonic() - started
-            rewards, formatted = [], 0
-            for i, completion in enumerate(completions):
-                messages = [{"role": "assistant", "content": tokenizer.decode(completion.token_ids, skip_special_tokens=True)}]
-                answer = env.dataset[i // args.group]["answer"]
-                scores = [f(completion=messages, answer=answer, parser=env.parser) for f in env.rubric.get_reward_funcs()]
-                rewards.append(sum(w * s for w, s in zip(env.rubric.get_reward_weights(), scores)))
-                formatted += scores[1] > 0
-            groups = [rewards[i: i + args.group] for i in range(0, len(rewards), args.group)]
+            texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
+            scores = rewards.score(prompts, [[{"role": "assistant", "content": t}] for t in texts], answers)
+            groups = [scores["reward"][i: i + args.group] for i in range(0, len(texts), args.group)]
             mixed = sum(len(set(g)) > 1 for g in groups) / len(groups)
-            rows.append({"max_tokens": length, "completions": len(completions),
-                         "format_rate": round(formatted / len(completions), 3), "groups": len(groups),
-                         "groups_with_signal": round(mixed, 3),
+            rows.append({"max_tokens": length, "completions": len(texts),
+                         "format_rate": round(sum(s > 0 for s in scores["hash_format"]) / len(texts), 3),
+                         "groups": len(groups), "groups_with_signal": round(mixed, 3),
                          "p_no_signal_in_ci_run": float(f"{(1 - mixed) ** ci_groups:.2g}"),
                          "sampling_s": round(seconds, 1)})
             print(rows[-1], flush=True)
