@@ -1,76 +1,74 @@
 """The helpers the course notebooks call: endpoint, data, environment, tracing entry points,
 evaluation records, views and exercise checks. What makes the course run locally (model servers,
 Weave clients and trace store, trace viewer, GGUF conversion, notebook 02's rollout server and run
-folder) is in helpers.local; the multi-GPU launcher in helpers.gpu."""
+folder, paths and telemetry) is in helpers.local; the multi-GPU launcher in helpers.gpu.
 
-from helpers.modes import keep_telemetry_local
+`import helpers` is cheap: each name below is imported from its module when a cell first uses it,
+so that a script which needs one corner of the package (the GPU trainer imports helpers.tracing; a
+verifiers 0.4 environment imports the trace store) does not pull in the notebooks' plotting stack
+or verifiers' v0 API.
+"""
 
-keep_telemetry_local()  # first: before anything below imports weave or wandb
+from __future__ import annotations
 
-import pandas as _pd
-from gsm8k_course import GSM8KUnavailable, load_gsm8k
+import importlib
 
-from helpers.checks import check
-from helpers.endpoint import Endpoint, EndpointError, get_client
-from helpers.env import build_gsm8k_env, quiet_library_logs
-from helpers.eval_views import (
-    accuracy_table,
-    compare_designs,
-    parser_trap_table,
-    plot_designs,
-    plot_reward_components,
-    rescore,
-    rollouts_view,
-    show_source,
-    vf_eval_command,
-)
-from helpers.evaluation import EvalRun, load_eval_run, record_evaluation
-from helpers.install_check import hardware_summary, show_record, versions_table
-from helpers.local.wandb_offline import wandb_history
-from helpers.modes import describe_modes
-from helpers.paths import display_path, runs_dir
-from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget
-from helpers.tracing import TracingSession, init_tracing, open_local_traces, upload_local_traces
-from helpers.worker_thread import in_worker_thread
+from helpers.local.telemetry import keep_telemetry_local
 
-quiet_library_logs()
-# GSM8K text is full of dollar amounts: without this, JupyterLab typesets "$100 ... $20" in a
-# table cell as LaTeX math (pandas then marks its HTML tables with MathJax's ignore class).
-_pd.set_option("display.html.use_mathjax", False)
+keep_telemetry_local()  # first: before anything imports weave or wandb
 
-__all__ = [
-    "Endpoint",
-    "EndpointError",
-    "EvalRun",
-    "GSM8KUnavailable",
-    "TracingSession",
-    "accuracy_table",
-    "build_gsm8k_env",
-    "calls_table",
-    "check",
-    "compare_designs",
-    "describe_modes",
-    "display_path",
-    "export_trace_html",
-    "get_client",
-    "hardware_summary",
-    "in_worker_thread",
-    "init_tracing",
-    "load_eval_run",
-    "load_gsm8k",
-    "open_local_traces",
-    "parser_trap_table",
-    "plot_designs",
-    "plot_reward_components",
-    "record_evaluation",
-    "rescore",
-    "rollouts_view",
-    "runs_dir",
-    "show_record",
-    "show_source",
-    "trace_tree_widget",
-    "upload_local_traces",
-    "versions_table",
-    "vf_eval_command",
-    "wandb_history",
-]
+# name -> the module that defines it
+_EXPORTS = {
+    "check": "helpers.checks",
+    "Endpoint": "helpers.endpoint", "EndpointError": "helpers.endpoint", "get_client": "helpers.endpoint",
+    "build_gsm8k_env": "helpers.env",
+    "GSM8KUnavailable": "gsm8k_course", "load_gsm8k": "gsm8k_course",
+    "accuracy_table": "helpers.eval_views", "compare_designs": "helpers.eval_views",
+    "parser_trap_table": "helpers.eval_views", "plot_designs": "helpers.eval_views",
+    "plot_reward_components": "helpers.eval_views", "rescore": "helpers.eval_views",
+    "rollouts_view": "helpers.eval_views", "show_source": "helpers.eval_views",
+    "vf_eval_command": "helpers.eval_views",
+    "EvalRun": "helpers.evaluation", "load_eval_run": "helpers.evaluation",
+    "record_evaluation": "helpers.evaluation",
+    "hardware_summary": "helpers.install_check", "show_record": "helpers.install_check",
+    "versions_table": "helpers.install_check",
+    "wandb_history": "helpers.local.wandb_offline",
+    "describe_modes": "helpers.modes",
+    "display_path": "helpers.local.paths", "runs_dir": "helpers.local.paths",
+    "calls_table": "helpers.trace_views", "export_trace_html": "helpers.trace_views",
+    "trace_tree_widget": "helpers.trace_views",
+    "TracingSession": "helpers.tracing", "init_tracing": "helpers.tracing",
+    "open_local_traces": "helpers.tracing", "upload_local_traces": "helpers.tracing",
+    "in_worker_thread": "helpers.worker_thread", "run_sync": "helpers.worker_thread",
+}
+_notebook_ready = False
+
+
+def _prepare_for_notebooks() -> None:
+    """What a notebook needs once, before its first helper runs: quiet library logs, and dollar
+    amounts shown as text (pandas would mark its HTML tables for MathJax, and JupyterLab would
+    typeset "$100 ... $20" in a table cell as LaTeX math)."""
+    global _notebook_ready
+    if _notebook_ready:
+        return
+    _notebook_ready = True
+    import pandas as pd
+
+    from helpers.env import quiet_library_logs
+
+    quiet_library_logs()
+    pd.set_option("display.html.use_mathjax", False)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    _prepare_for_notebooks()
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # next time, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

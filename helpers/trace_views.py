@@ -12,23 +12,22 @@ store and on W&B Weave. The HTML they show is made in helpers.local.trace_viewer
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from helpers.local.paths import runs_dir
 from helpers.local.trace_viewer import (
+    TraceNode,
     clean,
     latency_s,
     op_short_name,
     page_html,
-    preview,
     reward_of,
     token_counts,
     tree_widget,
 )
-from helpers.paths import runs_dir
 from helpers.tracing import TracingSession, init_tracing
 
 # ---------------------------------------------------------------- reading calls
@@ -89,38 +88,6 @@ def calls_table(trace_id: str | None = None, *, session: TracingSession | None =
 
 
 # ---------------------------------------------------------------- one trace as a tree
-
-
-@dataclass
-class TraceNode:
-    call: dict
-    children: list[TraceNode] = field(default_factory=list)
-    score: dict | None = None  # a rollout's reward and metrics, from the rubric call that scored it
-
-    @property
-    def title(self) -> str:
-        latency = latency_s(self.call)
-        parts = [op_short_name(self.call["op_name"]),
-                 "running" if latency is None else f"{latency:.2f} s"]
-        tokens = token_counts(self.call.get("summary"))["total_tokens"]
-        if tokens is not None:
-            parts.append(f"{tokens} tokens")
-        reward = self.reward
-        if reward is not None:
-            parts.append(f"reward {reward:.2f}")
-        if self.call.get("exception"):
-            parts.append("ERROR")
-        shown = preview(self.call)
-        if shown is not None:
-            parts.append(f"“{shown}”" if shown else "“”")
-        return " · ".join(parts)
-
-    @property
-    def reward(self) -> float | None:
-        return reward_of(self.score) if self.score else reward_of(self.call.get("output"))
-
-    def count(self) -> int:
-        return 1 + sum(child.count() for child in self.children)
 
 
 def trace_tree(call_or_trace_id: Any, *, session: TracingSession | None = None) -> TraceNode:

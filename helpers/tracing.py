@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from helpers.local import weave_clients
+from helpers.local.paths import display_path, runs_dir
+from helpers.local.telemetry import wandb_key_set
 from helpers.local.trace_store import LocalTraceServer, replay, wal_files
-from helpers.modes import wandb_key_set
-from helpers.paths import display_path, runs_dir
 
 DEFAULT_PROJECT = "verifiers-course"
 

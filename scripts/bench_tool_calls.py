@@ -42,7 +42,7 @@ from helpers import quiet_library_logs
 from helpers.evaluation import wilson_interval
 from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
-from helpers.paths import display_path, runs_dir
+from helpers.local.paths import display_path, runs_dir
 
 # A ChatML template with tool support, written after Qwen2.5's: tools listed in the system
 # message, calls as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, results as

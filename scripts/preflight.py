@@ -79,7 +79,7 @@ def gsm8k() -> tuple[bool, str]:
 
 
 def disk() -> tuple[bool, str]:
-    from helpers.paths import runs_dir
+    from helpers.local.paths import runs_dir
 
     runs = runs_dir()
     free_gb = shutil.disk_usage(runs).free / 2**30
@@ -103,7 +103,7 @@ def cpu_cores() -> tuple[bool, str]:
 def jupyter_kernel() -> tuple[bool, str]:
     from jupyter_client.manager import start_new_kernel
 
-    from helpers.paths import runs_dir
+    from helpers.local.paths import runs_dir
 
     started = time.monotonic()
     with open(runs_dir("logs") / "preflight-kernel.log", "wb") as log:  # the kernel's own chatter

@@ -29,6 +29,16 @@ def test_chat_n2_and_logprobs(local_client):
     assert reply.usage.completion_tokens > 0
 
 
+def test_the_server_names_its_model_by_the_alias_asked_for(local_server, local_client):
+    """xllamacpp takes a set of aliases: a plain string once became the set of its letters, so the
+    server listed its model as '-' with aliases '-', '1', '2', 'I', ... and traces recorded '-'."""
+    listed = list(local_client.models.list())
+    assert [m.id for m in listed] == [LOCAL_MODEL_NAME], [m.model_dump() for m in listed]
+    reply = local_client.chat.completions.create(
+        model=LOCAL_MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert reply.model == LOCAL_MODEL_NAME
+
+
 def test_binds_loopback_only(local_server):
     listening = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
     ours = [line for line in listening.splitlines() if line.split()[3].endswith(f":{local_server.port}")]

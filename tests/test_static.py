@@ -150,8 +150,17 @@ def test_api_drift(path):
 
 
 def test_helpers_exports_exist():
-    for name in helpers.__all__:
+    for name in dir(helpers):
         assert hasattr(helpers, name), name
+
+
+def test_importing_a_corner_of_helpers_does_not_import_the_notebook_stack():
+    """The GPU trainer imports helpers.tracing on a machine with no matplotlib or IPython (issue 23), and
+    a verifiers 0.4 environment imports the trace store, where verifiers' v0 API does not exist."""
+    code = ("import sys, helpers.tracing, helpers.local.trace_store; "
+            "print(sorted(m for m in ('matplotlib', 'IPython', 'gsm8k_course', 'helpers.eval_views') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
 def test_ruff_clean():

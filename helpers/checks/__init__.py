@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 CHECKS: dict[str, Callable[[Any], str | None]] = {}
-NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_03")
+NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_03", "notebook_04")
 
 
 def checks_exercise(name: str):

@@ -33,9 +33,9 @@ from pathlib import Path
 import pandas as pd
 
 from helpers.local.child_process import NO_PROXY_OPENER
+from helpers.local.paths import PROJECT_ROOT, display_path, runs_dir
 from helpers.local.run_folder import last_checkpoint
 from helpers.local.scrubbing import scrub
-from helpers.paths import PROJECT_ROOT, display_path, runs_dir
 
 DEFAULT_MODEL = "willcb/Qwen3-0.6B"
 ZERO3_CONFIG = PROJECT_ROOT / "training" / "zero3.yaml"

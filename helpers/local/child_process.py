@@ -17,12 +17,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from helpers.local.child_guard import KEY_ENV
+from helpers.local.paths import PROJECT_ROOT, runs_dir
 from helpers.local.scrubbing import register_secret
-from helpers.paths import PROJECT_ROOT, runs_dir
+
+if TYPE_CHECKING:
+    import openai
 
 HOST = "127.0.0.1"
 HERE = Path(__file__).resolve().parent
@@ -33,6 +37,24 @@ NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class EndpointError(RuntimeError):
     """The model endpoint cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class Endpoint:
+    """What get_client() resolved: the client, the model name, and where it points."""
+
+    client: openai.OpenAI
+    model: str
+    kind: str  # "local", "openai" or "custom"
+    base_url: str
+
+    def describe(self) -> str:
+        if self.kind == "local":
+            return (f"model: {self.model} on a local llama.cpp server at {self.base_url} "
+                    "(set OPENAI_API_KEY or OPENAI_BASE_URL to use another endpoint)")
+        if self.kind == "openai":
+            return f"model: {self.model} on OpenAI (OPENAI_API_KEY is set)"
+        return f"model: {self.model} on the endpoint at {self.base_url} (OPENAI_BASE_URL is set)"
 
 
 def free_port() -> int:
@@ -65,8 +87,6 @@ class ChildServer:
     def endpoint(self):
         """A helpers.endpoint.Endpoint whose client holds this start's key."""
         import openai
-
-        from helpers.endpoint import Endpoint
 
         client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.client_timeout_s,
                                max_retries=0, http_client=openai.DefaultHttpxClient(trust_env=False))

@@ -25,7 +25,7 @@ import shutil
 import time
 from pathlib import Path
 
-from helpers.paths import runs_dir
+from helpers.local.paths import runs_dir
 
 DEFAULT_NAME = "smollm2-135m-instruct"
 SMOLLM2_ROPE_THETA = 100000.0

@@ -39,7 +39,7 @@ def main() -> None:
 
     params = xlc.CommonParams()
     params.model.path = args.model
-    params.model_alias = args.alias
+    params.model_alias = {args.alias}  # a set of names: a plain string would become a set of its letters
     params.hostnames = [HOST]  # loopback only, never 0.0.0.0
     params.port = args.port
     params.api_keys = [server_key()]  # requests without it get 401 (only /health is open)

@@ -21,7 +21,7 @@ from pathlib import Path
 import papermill
 from traitlets.config import Config
 
-from helpers.paths import PROJECT_ROOT
+from helpers.local.paths import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 IPC_KERNEL = Config({"KernelManager": {"transport": "ipc"}})

@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from helpers.local.paths import display_path
 from helpers.local.scrubbing import write_json
-from helpers.paths import display_path
 
 
 class TrainingOutOfMemory(RuntimeError):

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from helpers.local.scrubbing import scrub
-
-if TYPE_CHECKING:
-    from helpers.trace_views import TraceNode
 
 MAX_SHOWN_CHARS = 4000  # per inputs/outputs block, so a long trace stays readable
 
@@ -231,6 +229,39 @@ def _summary_html(call: dict) -> str:
             parts.append(f"<div class='role'>inputs</div>{_values_html(inputs)}")
         parts.append(f"<div class='role'>output</div><div class='kv'>{_value_html(output, 600)}</div>")
     return "".join(parts)
+
+
+@dataclass
+class TraceNode:
+    call: dict
+    children: list[TraceNode] = field(default_factory=list)
+    score: dict | None = None  # a rollout's reward and metrics, from the rubric call that scored it
+
+    @property
+    def title(self) -> str:
+        latency = latency_s(self.call)
+        parts = [op_short_name(self.call["op_name"]),
+                 "running" if latency is None else f"{latency:.2f} s"]
+        tokens = token_counts(self.call.get("summary"))["total_tokens"]
+        if tokens is not None:
+            parts.append(f"{tokens} tokens")
+        reward = self.reward
+        if reward is not None:
+            parts.append(f"reward {reward:.2f}")
+        if self.call.get("exception"):
+            parts.append("ERROR")
+        shown = preview(self.call)
+        if shown is not None:
+            parts.append(f"“{shown}”" if shown else "“”")
+        return " · ".join(parts)
+
+    @property
+    def reward(self) -> float | None:
+        return reward_of(self.score) if self.score else reward_of(self.call.get("output"))
+
+    def count(self) -> int:
+        return 1 + sum(child.count() for child in self.children)
+
 
 
 def _badges_html(node: TraceNode) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.paths import runs_dir
+from helpers.local.paths import runs_dir
 
 
 def latest_wandb_run(base: str | Path | None = None) -> Path:

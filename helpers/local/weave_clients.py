@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helpers.local.paths import runs_dir
 from helpers.local.scrubbing import scrub
 from helpers.local.trace_store import LocalTraceServer
-from helpers.paths import runs_dir
 
 LOCAL_ENTITY = "local"  # traces stored locally live in project "local/<project>"
 CLOUD_DEADLINE_S = 20.0  # the whole cloud attempt, probe included, before falling back to local
