@@ -32,7 +32,7 @@ _EXPORTS = {
     "record_evaluation": "helpers.evaluation",
     "hardware_summary": "helpers.install_check", "show_record": "helpers.install_check",
     "versions_table": "helpers.install_check",
-    "wandb_history": "helpers.local.wandb_offline",
+    "wandb_history": "helpers.local.wandb_offline", "wandb_table": "helpers.local.wandb_offline",
     "describe_modes": "helpers.modes",
     "display_path": "helpers.local.paths", "runs_dir": "helpers.local.paths",
     "calls_table": "helpers.trace_views", "export_trace_html": "helpers.trace_views",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -101,14 +102,9 @@ def rescore(run: EvalRun, rubric: vf.Rubric) -> pd.Series:
                       for text, answer in zip(run.rollouts["completion"], run.rollouts["answer"])])
 
 
-def grpo_signal(run: EvalRun) -> float:
-    """Share of examples whose rollouts got different rewards. GRPO's advantage is a rollout's reward
-    minus its group's mean, so a group with equal rewards teaches nothing."""
-    spread = run.rollouts.groupby("example")["reward"].agg(lambda r: r.max() - r.min())
-    return float((spread > 0).mean())
-
-
-def compare_designs(runs: dict[str, EvalRun]) -> pd.DataFrame:
+def compare_designs(runs: dict[str, EvalRun], signal_share: Callable[[pd.DataFrame], float]) -> pd.DataFrame:
+    """One row per labelled run: format reward earned, correct answers, mean reward, and the share of
+    examples with a GRPO signal as `signal_share(run.rollouts)` computes it (notebook 01's exercise)."""
     rows = {}
     for label, run in runs.items():
         fmt = next(name for name in ("format_reward_func", "hash_format") if name in run.rollouts)
@@ -116,7 +112,7 @@ def compare_designs(runs: dict[str, EvalRun]) -> pd.DataFrame:
             "format reward earned": run.rollouts[fmt].mean(),
             "correct answer": run.rollouts["correct_answer"].mean(),
             "mean reward": run.rollouts["reward"].mean(),
-            "examples with GRPO signal": grpo_signal(run),
+            "examples with GRPO signal": float(signal_share(run.rollouts)),
         }
     return pd.DataFrame(rows).T
 
@@ -130,10 +126,12 @@ def plot_designs(table: pd.DataFrame):
 
 
 def vf_eval_command(env_id: str, env_args: dict, base_url: str, model: str, *, num_examples: int,
-                    rollouts_per_example: int, max_concurrent: int, sampling_args: dict) -> str:
-    """The one-line `vf-eval` equivalent of an evaluate() call (verifiers' own CLI), secrets hidden."""
+                    rollouts_per_example: int, max_concurrent: int, sampling_args: dict,
+                    key_variable: str = "OPENAI_API_KEY") -> str:
+    """The one-line `vf-eval` equivalent of an evaluate() call (verifiers' own CLI), secrets hidden.
+    `key_variable` names the environment variable that holds the endpoint's key (-k): never the key."""
     parts = ["vf-eval", env_id, "-a", f"'{json.dumps(env_args)}'", "-m", model, "-b", base_url,
-             "-k", "OPENAI_API_KEY", "-n", str(num_examples), "-r", str(rollouts_per_example),
+             "-k", key_variable, "-n", str(num_examples), "-r", str(rollouts_per_example),
              "-c", str(max_concurrent)]
     if "max_tokens" in sampling_args:
         parts += ["-t", str(sampling_args["max_tokens"])]

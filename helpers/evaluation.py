@@ -7,7 +7,7 @@ A saved run is a folder `runs/evals/<name>/` with two files:
   "accuracy": {"mean", "ci95": [low, high], "n"}}}
 - `rollouts.jsonl`: one JSON object per rollout with `example` (index in the eval set),
   `rollout`, `question`, `answer` (gold), `completion` (text), `parsed`, `reward`, one key per
-  metric, `generation_ms`, `scoring_ms`.
+  metric, `finish_reason` and `completion_tokens` of the model's last turn, `generation_ms`, `scoring_ms`.
 
 Notebook 02 reads notebook 01's run to compare the model before and after training.
 """
@@ -65,6 +65,8 @@ def rollouts_frame(outputs: vf.GenerateOutputs, parser: vf.Parser, num_examples:
         prompt = outputs.prompt[i]
         question = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
         timing = outputs.state[i].get("timing", {})
+        last = (outputs.state[i].get("responses") or [None])[-1]  # the model's last ChatCompletion
+        choice = last.choices[0] if getattr(last, "choices", None) else None
         rows.append({
             "example": i % num_examples,
             "rollout": i // num_examples,
@@ -74,6 +76,8 @@ def rollouts_frame(outputs: vf.GenerateOutputs, parser: vf.Parser, num_examples:
             "parsed": parser.parse_answer(completion),
             "reward": outputs.reward[i],
             **{name: values[i] for name, values in outputs.metrics.items()},
+            "finish_reason": getattr(choice, "finish_reason", None),  # "length": cut at max_tokens
+            "completion_tokens": getattr(getattr(last, "usage", None), "completion_tokens", None),
             "generation_ms": timing.get("generation_ms"),
             "scoring_ms": timing.get("scoring_ms"),
         })

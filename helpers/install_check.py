@@ -49,15 +49,23 @@ def cuda_gpu_count() -> int:
         return 0
 
 
+BACKEND_WORDS = {"cpu": "cpu (TRL's GRPOTrainer on the CPU)", "gpu": "gpu (TRL's GRPOTrainer on one CUDA GPU)",
+                 "verifiers": "verifiers (vf-vllm + accelerate/DeepSpeed on 2+ GPUs)"}
+
+
 def hardware_summary() -> pd.DataFrame:
-    gpus = cuda_gpu_count()
+    """Python, cores, memory, GPUs, and the GRPO backend notebook 02 will pick here (the same choice:
+    helpers.grpo.choose_backend("auto"))."""
+    from helpers.grpo import choose_backend
+
     memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    backend = choose_backend("auto")
     rows = {
         "python": platform.python_version(),
         "CPU cores": os.cpu_count(),
         "memory (GB)": round(memory_gb, 1),
-        "CUDA GPUs": gpus,
-        "GRPO backend (auto)": "verifiers (vLLM + DeepSpeed)" if gpus >= 2 else "cpu (TRL, no vLLM)",
+        "CUDA GPUs": cuda_gpu_count(),
+        "GRPO backend (auto)": BACKEND_WORDS.get(backend, backend),
     }
     return pd.DataFrame({"value": rows})
 

@@ -1,17 +1,25 @@
 """Exercises and review questions: each exercise cell is followed by its check, has a solution in
-solutions/<notebook>.md and a registered check; each notebook ends with 5-8 review questions whose
-answers are in its solutions file. Under papermill, every notebook runs with the solutions put in
-place of its exercise cells, and every check then says "correct" (the notebook tests run them as
-committed, where the checks say "not yet")."""
+solutions/<notebook>.md and a registered check; each notebook ends with at least 10 review questions
+whose answers are in its solutions file. Every check is a small test suite: the table below holds, per
+exercise, the right answer, the blank (the cell as committed) and the plausible wrong answers, each of
+which must get "not yet" with a hint that names its mistake. Under papermill, every notebook runs with
+the solutions put in place of its exercise cells, and every check then says "correct" (the notebook
+tests run them as committed, where the checks say "not yet")."""
 
 import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 from test_notebook_03 import CI_PARAMETERS as NOTEBOOK_03_CI
 
 from helpers.checks import CHECKS, _load_checks
+from helpers.checks.notebook_01 import _rollouts
+from helpers.checks.notebook_02 import _advantages as advantages
 from helpers.local.notebook_runner import NOTEBOOKS, execute
 
 ROOT = NOTEBOOKS.parent
@@ -24,7 +32,7 @@ FAST_PARAMETERS = {
     "01_traced_gsm8k_eval": {"num_examples": 2, "rollouts_per_example": 2, "max_tokens": 64},
     "02_traced_grpo_training": {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4,
                                 "max_completion_length": 16, "num_train_examples": 8, "num_eval_examples": 1,
-                                "eval_max_tokens": 16, "resume": "never", "run_name": "02_exercises"},
+                                "eval_max_tokens": 16, "resume": "never", "run_name": "02_exercises", "hack_steps": 1},
     "03_multiturn_and_tools": NOTEBOOK_03_CI,
 }
 
@@ -87,7 +95,7 @@ def test_exercises_have_checks_and_solutions(path):
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.stem)
 def test_review_questions_and_their_answers(path):
     questions = review_questions(path)
-    assert 5 <= len(questions) <= 8, f"{path.name} has {len(questions)} review questions (5-8)"
+    assert len(questions) >= 10, f"{path.name} has {len(questions)} review questions (at least 10)"
     _, review = solutions(path)
     answers = re.findall(r"^\d+\. \*\*", review, flags=re.MULTILINE)
     assert len(answers) == len(questions), f"solutions/{path.stem}.md answers {len(answers)} of {len(questions)}"
@@ -119,3 +127,477 @@ def test_with_the_solutions_every_check_says_correct(path, tmp_path, monkeypatch
     for name in names:
         assert f"correct — {name}" in said, f"{name}: {said[-1500:]}"
     assert "not yet —" not in said
+
+
+# ---------------------------------------------------------------- every check rejects the mistakes learners make
+# For each exercise: its right answer, its blank (the exercise cell as committed) and the plausible wrong answers,
+# each with a fragment of the hint it must get. A check registered without such a table fails
+# test_every_check_has_a_wrong_answer_table.
+
+
+def _texts(*texts):
+    return [[{"role": "assistant", "content": t}] for t in texts]
+
+
+def _think_rubric(parser_kind="think", weights=(1.0, 0.2), with_correct=True):
+    import verifiers as vf
+    from gsm8k_course import correct_answer
+
+    parser = vf.ThinkParser()
+    funcs = [correct_answer, parser.get_format_reward_func()] if with_correct else [parser.get_format_reward_func()]
+    kwargs = {"parser": parser} if parser_kind == "think" else {"parser": vf.Parser()} if parser_kind == "plain" else {}
+    return vf.Rubric(funcs=funcs, weights=list(weights)[: len(funcs)], **kwargs)
+
+
+def _score_text(mistake=None):
+    """score_text written right (mistake None), or with one mistake."""
+    from helpers.checks.notebook_01 import _think_rubrics
+
+    notebook_rubric = _think_rubrics()[0]
+
+    async def score_text(rubric, text, answer):
+        if mistake == "the notebook's rubric":
+            rubric = notebook_rubric
+        completion = text if mistake == "a string" else [{"role": "assistant", "content": text}]
+        call = rubric.score_rollout(prompt=[], completion=completion, answer="18" if mistake == "fixed answer" else answer,
+                                    state={"timing": {"total_ms": 0.0}})
+        if mistake == "not awaited":
+            return call
+        score = await call
+        return score.reward if mistake == "only the reward" else score
+
+    return score_text
+
+
+async def _score_text_blank(rubric, text, answer):
+    # your code here
+    return None
+
+
+def _signal_share(kind):
+    def share(rollouts):
+        groups = rollouts.groupby("example")["reward"]
+        if kind == "right":
+            return float((groups.nunique() > 1).mean())
+        if kind == "rewarded rollouts":
+            return float((rollouts["reward"] > 0).mean())
+        if kind == "by rollout":
+            return float((rollouts.groupby("rollout")["reward"].nunique() > 1).mean())
+        if kind == "examples with a reward":
+            return float((groups.mean() > 0).mean())
+        if kind == "a count":
+            return float((groups.nunique() > 1).sum())
+        if kind == "std with NaN":
+            return float(groups.std().mean())
+        raise ValueError(kind)
+    return share
+
+
+def _boxed(kind):
+    import re
+
+    from gsm8k_course import canonical_number
+    from verifiers.utils.data_utils import extract_boxed_answer
+
+    def boxed_reward(completion, answer, **kwargs) -> float:
+        reply = completion[-1]["content"]
+        if kind == "right":
+            if "\\boxed{" not in reply:
+                return 0.0
+            inside = canonical_number(extract_boxed_answer(reply))
+            return float(bool(inside) and inside == canonical_number(answer))
+        if kind == "first box":
+            found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
+            return float(bool(found) and canonical_number(found[0]) == canonical_number(answer))
+        if kind == "any box":
+            return float(any(canonical_number(b) == canonical_number(answer) for b in re.findall(r"\\boxed\{([^{}]*)\}", reply)))
+        if kind == "substring":
+            found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
+            return float(bool(found) and answer in found[-1].replace(",", ""))
+        if kind == "flat regex":
+            found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
+            return float(bool(found) and found[-1].strip() != "" and canonical_number(found[-1]) == canonical_number(answer))
+        if kind == "no box check":
+            inside = canonical_number(extract_boxed_answer(reply))
+            return float(bool(inside) and inside == canonical_number(answer))
+        if kind == "blank":
+            return float(reply.strip() == answer)
+        raise ValueError(kind)
+    return boxed_reward
+
+
+def _adapter(kind):
+    def trl_reward_funcs(rubric):
+        funcs = []
+        for func, weight in zip(rubric.get_reward_funcs(), rubric.get_reward_weights()):
+            def reward(prompts, completions, answer, _func=func, _weight=weight, **kwargs):
+                if kind == "one answer":
+                    answer = [answer[0]] * len(completions)
+                scores = [float(_func(parser=rubric.parser, completion=c, answer=a)) for c, a in zip(completions, answer)]
+                if kind == "weighted":
+                    scores = [s * _weight for s in scores]
+                if kind == "a sum":
+                    return sum(scores)
+                return scores
+            if kind != "unnamed":
+                reward.__name__ = func.__name__
+            funcs.append(reward)
+        if kind == "no parser":
+            funcs = []
+            for func in rubric.get_reward_funcs():
+                def reward(prompts, completions, answer, _func=func, **kwargs):
+                    return [float(_func(completion=c, answer=a)) for c, a in zip(completions, answer)]
+                reward.__name__ = func.__name__
+                funcs.append(reward)
+        if kind == "one function":
+            return funcs[:1]
+        return funcs
+    return trl_reward_funcs
+
+
+def _hack(kind):
+    from gsm8k_course import extract_hash_answer
+
+    def one_final_answer(completion, **kwargs) -> float:
+        text = completion[-1]["content"]
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        if kind == "right":
+            return float(text.count("####") == 1 and bool(lines) and lines[-1].lstrip().startswith("####")
+                         and bool(extract_hash_answer(lines[-1])))
+        if kind == "format only":
+            return float(bool(extract_hash_answer(text)))
+        if kind == "one marker":
+            return float(text.count("####") == 1 and bool(extract_hash_answer(text)))
+        if kind == "last line":
+            return float(bool(lines) and lines[-1].startswith("####") and bool(extract_hash_answer(lines[-1])))
+        if kind == "endswith":
+            return float(text.count("####") == 1 and text.split("####")[-1].strip().isdigit() and not text.endswith("\n"))
+        raise ValueError(kind)
+    return one_final_answer
+
+
+def _feedback(kind):
+    from gsm8k_course import canonical_number
+
+    def feedback_message(parsed, answer):
+        if parsed and canonical_number(parsed) == canonical_number(answer):
+            return "Correct."
+        if not parsed:
+            return "Not yet: I found no final answer. Try again, ending with '#### <number>'."
+        if kind == "blank":
+            return f"Not yet: {parsed} is not the answer. Try again, ending with '#### <number>'."
+        if kind == "as text":
+            high = canonical_number(parsed) > canonical_number(answer)
+        elif kind == "float of raw text":
+            high = float(parsed) > float(answer)
+        elif kind == "inverted":
+            high = float(canonical_number(parsed)) < float(canonical_number(answer))
+        else:
+            high = float(canonical_number(parsed)) > float(canonical_number(answer))
+        return f"Not yet: {parsed} is {'too high' if high else 'too low'}. Try again, ending with '#### <number>'."
+    return feedback_message
+
+
+def _discount(kind, discount=0.5):
+    def discounted_correct(parser, completion, answer, **kwargs) -> float:
+        from gsm8k_course import correct_answer
+
+        right = correct_answer(parser, completion, answer)
+        turns = len(parser.get_assistant_messages(completion))
+        exponent = {"right": turns - 1, "messages": len(completion) - 1, "turns": turns,
+                    "environment replies": sum(m["role"] == "user" for m in completion),
+                    "replies - 1": sum(m["role"] == "user" for m in completion) - 1, "blank": 0}[kind]
+        return right * discount ** exponent
+    return discounted_correct
+
+
+def _tool_calls(kind):
+    def tool_calls(completion, **kwargs) -> float:
+        if kind == "right":
+            return float(sum(len(m.get("tool_calls") or []) for m in completion if m["role"] == "assistant"))
+        if kind == "tool results":
+            return float(sum(m["role"] == "tool" for m in completion))
+        if kind == "messages with calls":
+            return float(sum(bool(m.get("tool_calls")) for m in completion))
+        if kind == "key present":
+            return float(sum(len(m["tool_calls"]) for m in completion if "tool_calls" in m))
+        if kind == "blank":
+            return 0.0
+        raise ValueError(kind)
+    return tool_calls
+
+
+def _my_environment(kind):
+    def load_environment(max_turns=3, discount=0.5, hints=True, num_eval_examples=20, seed=0):
+        import verifiers as vf
+        from gsm8k_course import HASH_SYSTEM_PROMPT, extract_hash_answer, load_gsm8k
+        from gsm8k_feedback import FeedbackEnv, FinalAnswerParser, is_correct
+
+        if kind == "blank":
+            raise NotImplementedError("Implement your custom environment here.")
+        parser = vf.Parser(extract_fn=extract_hash_answer) if kind == "last message" else FinalAnswerParser()
+
+        def discounted_correct(parser, completion, answer, **kwargs) -> float:
+            turns = len(parser.get_assistant_messages(completion))
+            return float(is_correct(parser.parse_answer(completion), answer)) * discount ** (turns - 1)
+
+        def hash_format(parser, completion, **kwargs) -> float:
+            return 1.0 if parser.parse_answer(completion) else 0.0
+
+        def solved(parser, completion, answer, **kwargs) -> float:
+            return float(is_correct(parser.parse_answer(completion), answer))
+
+        def turns(parser, completion, **kwargs) -> float:
+            return float(len(parser.get_assistant_messages(completion)))
+
+        funcs, weights = [discounted_correct, hash_format, solved, turns], [1.0, 0.5, 0.0, 0.0]
+        if kind == "no format weight":
+            funcs, weights = [discounted_correct, turns], [1.0, 0.0]
+        rubric = vf.Rubric(funcs=funcs, weights=weights, parser=parser)
+        return FeedbackEnv(hints=hints, max_turns=3 if kind == "fixed max_turns" else max_turns,
+                           eval_dataset=load_gsm8k("test", num_eval_examples, seed),
+                           system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=rubric)
+    return load_environment
+
+
+def _table():
+    """{exercise: (right, blank, [(mistake, wrong answer, a fragment of its hint), ...])}"""
+    fixed, trap = _think_rubric(), _think_rubric(parser_kind="none")
+    no_signal = _rollouts([[0.0, 0.0], [0.0, 0.0], [0.2, 0.2]])
+    return {
+        "01-repair-the-trap": (fixed, trap, [
+            ("a plain vf.Parser", _think_rubric(parser_kind="plain"), "pass the ThinkParser"),
+            ("other weights", _think_rubric(weights=(1.0, 0.5)), "keep the weights"),
+            ("correct_answer left out", _think_rubric(with_correct=False, weights=(1.0,)), "keep the weights"),
+            ("not a rubric", [fixed], "build a vf.Rubric"),
+        ]),
+        "01-score-rollout": (_score_text(), _score_text_blank, [
+            ("not awaited", _score_text("not awaited"), "await"),
+            ("the notebook's rubric, not the one given", _score_text("the notebook's rubric"), "use the rubric you are given"),
+            ("a fixed answer", _score_text("fixed answer"), "pass the gold answer"),
+            ("the reply as a string", _score_text("a string"), "list of messages"),
+            ("only the reward", _score_text("only the reward"), "RolloutScore"),
+            ("not a coroutine function", lambda rubric, text, answer: None, "async def"),
+        ]),
+        "01-signal-share": (_signal_share("right"), lambda rollouts: float("nan"), [
+            ("share of rewarded rollouts", _signal_share("rewarded rollouts"), "group"),
+            ("grouped by rollout", _signal_share("by rollout"), "group"),
+            ("examples with any reward", _signal_share("examples with a reward"), "not a signal"),
+            ("a count, not a share", _signal_share("a count"), "between 0 and 1"),
+            ("mean of the std", _signal_share("std with NaN"), "group"),
+        ]),
+        "01-signal-prediction": ({"predicted": 0.0, "rollouts": no_signal}, {"predicted": 0.5, "rollouts": no_signal}, [
+            ("a share above 1", {"predicted": 2.0, "rollouts": no_signal}, "between 0 and 1"),
+            ("far from the run", {"predicted": 0.9, "rollouts": _rollouts([[0.0, 0.0], [1.0, 0.0]])}, "measured 0.50"),
+            ("a word, not a number", {"predicted": "none", "rollouts": no_signal}, "predict a number"),
+            ("not a dict", 0.0, "pass {"),
+        ]),
+        "01-boxed-reward": (_boxed("right"), _boxed("blank"), [
+            ("the first box", _boxed("first box"), "LAST"),
+            ("any box", _boxed("any box"), "not any of them"),
+            ("a substring test", _boxed("substring"), "whole numbers"),
+            ("a regex without nested braces", _boxed("flat regex"), "nested braces"),
+            ("no check that a box exists", _boxed("no box check"), "no \\boxed{}"),
+        ]),
+        "02-group-advantages": (advantages([1.5, 0.5, 0.0, 0.5]), [0.0, 0.0, 0.0, 0.0], [
+            ("std over n", advantages([1.5, 0.5, 0.0, 0.5], unbiased=False), "n - 1"),
+            ("mean subtracted only", [0.875, -0.125, -0.625, -0.125], "divide by the group's standard deviation"),
+            ("the rewards themselves", [1.5, 0.5, 0.0, 0.5], "add up to 0"),
+            ("three numbers", [1.0, 0.0, -1.0], "one advantage per completion"),
+        ]),
+        "02-no-signal": ({"frac_reward_zero_std": 1.0, "grad_norm": 0.0}, {"frac_reward_zero_std": 0.5, "grad_norm": 1.0}, [
+            ("no group has equal rewards", {"frac_reward_zero_std": 0.0, "grad_norm": 0.0}, "what share of the groups"),
+            ("a gradient anyway", {"frac_reward_zero_std": 1.0, "grad_norm": 1.0}, "advantage is 0"),
+            ("one key missing", {"frac_reward_zero_std": 1.0}, "two keys"),
+        ]),
+        "02-reward-adapter": (_adapter("right"), lambda rubric: [], [
+            ("weighted scores", _adapter("weighted"), "TRL applies reward_weights"),
+            ("one answer for the batch", _adapter("one answer"), "answer i"),
+            ("one float per batch", _adapter("a sum"), "one float per completion"),
+            ("functions not named", _adapter("unnamed"), "__name__"),
+            ("parser not passed", _adapter("no parser"), "pass the rubric's parser"),
+            ("only the first function", _adapter("one function"), "one TRL function per rubric function"),
+        ]),
+        "02-close-the-hack": (_hack("right"), _hack("format only"), [
+            ("one '####' anywhere", _hack("one marker"), "LAST non-empty line"),
+            ("the last line only", _hack("last line"), "ONE '####' line"),
+            ("a trailing newline refused", _hack("endswith"), "trailing newline"),
+        ]),
+        "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
+            ("numbers compared as text", _feedback("as text"), "as numbers"),
+            ("float of the raw text", _feedback("float of raw text"), "'1,000' is a number"),
+            ("high and low swapped", _feedback("inverted"), "too high"),
+        ]),
+        "03-turn-discount": (_discount("right"), _discount("blank"), [
+            ("every message counted", _discount("messages"), "count the MODEL's turns"),
+            ("discount ** turns", _discount("turns"), "count the MODEL's turns"),
+            ("environment replies counted", _discount("environment replies"), "count the MODEL's turns"),
+            ("environment replies, minus one", _discount("replies - 1"), "the last allowed turn"),
+        ]),
+        "03-tool-calls": (_tool_calls("right"), _tool_calls("blank"), [
+            ("tool results counted", _tool_calls("tool results"), "max_turns"),
+            ("messages with calls counted", _tool_calls("messages with calls"), "several calls"),
+            ("None not handled", _tool_calls("key present"), "None"),
+        ]),
+        "03-my-environment": (_my_environment("right"), _my_environment("blank"), [
+            ("the format weight dropped", _my_environment("no format weight"), "counts 0.5"),
+            ("max_turns not passed on", _my_environment("fixed max_turns"), "pass the argument on"),
+            ("the last message parsed", _my_environment("last message"), "LAST turn"),
+            ("not a loader", None, "pass your module's load_environment"),
+        ]),
+    }
+
+_EXERCISES_IN_TABLE = (
+    "01-repair-the-trap",
+    "01-score-rollout",
+    "01-signal-share",
+    "01-signal-prediction",
+    "01-boxed-reward",
+    "02-group-advantages",
+    "02-no-signal",
+    "02-reward-adapter",
+    "02-close-the-hack",
+    "03-feedback-hints",
+    "03-turn-discount",
+    "03-tool-calls",
+    "03-my-environment",
+)
+
+
+@pytest.fixture(scope="module")
+def answer_table():
+    _load_checks()
+    return _table()
+
+
+def test_every_check_has_a_wrong_answer_table(answer_table):
+    tried = set(answer_table) | set(TRACED_EXERCISES)
+    missing = sorted(set(CHECKS) - tried)
+    assert not missing, f"checks without a table of wrong answers: {missing}"
+    for name, (_, _, wrong) in answer_table.items():
+        assert len(wrong) >= 3, f"{name}: at least 3 plausible wrong answers, not {len(wrong)}"
+
+
+@pytest.mark.parametrize("name", sorted(_EXERCISES_IN_TABLE))
+def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, answer_table):
+    right, blank, wrong = answer_table[name]
+    check = CHECKS[name]
+    assert check(right) is None, f"{name}: the right answer was refused: {check(right)}"
+    assert check(blank), f"{name}: the blank exercise passed"
+    for mistake, value, fragment in wrong:
+        hint = check(value)
+        assert hint, f"{name}: the mistake '{mistake}' passed"
+        assert fragment in hint, f"{name}: the mistake '{mistake}' got a hint that does not name it: {hint!r}"
+
+
+# 00's checks read this session's traces; tracing patches libraries process-wide, so they run in a subprocess
+# that makes the notebook's calls for real (the local llama.cpp server, a traced op) and prints each hint.
+TRACED_EXERCISES = ("00-traced-function", "00-completion-tokens")
+TRACED_TABLE = """
+import json, os, weave
+from helpers.checks import CHECKS, _load_checks
+from helpers.endpoint import get_client
+from helpers.tracing import init_tracing
+
+_load_checks()
+tracing = init_tracing("exercise-checks", quiet=True)
+endpoint = get_client(quiet=True)
+
+@weave.op
+def answer_briefly(question: str) -> str:
+    reply = endpoint.client.chat.completions.create(
+        model=endpoint.model, messages=[{"role": "user", "content": question}], max_tokens=8, temperature=0.0)
+    return reply.choices[0].message.content
+
+answer_briefly("What is the capital of France?")
+
+def word_count_plain(text: str) -> int:
+    return len(text.split())
+
+@weave.op
+def word_count(text: str) -> int:
+    return len(text.split())
+
+@weave.op
+def word_count_uncalled(text: str) -> int:
+    return len(text.split())
+
+@weave.op
+def word_count_chars(text: str) -> int:
+    return len(text)
+
+@weave.op
+def word_count_spaces(text: str) -> int:
+    return len(text.split(" "))
+
+@weave.op
+def word_count_text(text: str) -> str:
+    return str(len(text.split()))
+
+for op in (word_count, word_count_chars, word_count_spaces, word_count_text):
+    op("one two three")
+
+def blank_word_count(text: str) -> int:
+    return 0
+
+def model_calls(calls):
+    return [c for c in calls if "chat.completions.create" in c.func_name]
+
+def usage(call):
+    return next(iter(call.summary["usage"].values()))
+
+def tokens_right(calls):
+    return sum(usage(c)["completion_tokens"] for c in model_calls(calls))
+
+def tokens_every_call(calls):
+    return sum(usage(c)["completion_tokens"] for c in calls if (c.summary or {}).get("usage"))
+
+def tokens_prompt(calls):
+    return sum(usage(c)["prompt_tokens"] for c in model_calls(calls))
+
+def tokens_count(calls):
+    return len(model_calls(calls))
+
+def tokens_no_skip(calls):
+    return sum(usage(c)["completion_tokens"] for c in calls)
+
+def tokens_blank(calls):
+    return 0
+
+table = {
+    "00-traced-function": (word_count, blank_word_count, [
+        ("not decorated", word_count_plain, "decorate the function"),
+        ("never called", word_count_uncalled, "call it once"),
+        ("characters counted", word_count_chars, "not the characters"),
+        ("split on single spaces", word_count_spaces, "any run of whitespace"),
+        ("a string returned", word_count_text, "as an int"),
+    ]),
+    "00-completion-tokens": (tokens_right, tokens_blank, [
+        ("every call with usage", tokens_every_call, "counts some tokens twice"),
+        ("prompt tokens", tokens_prompt, "prompt tokens"),
+        ("number of calls", tokens_count, "number of model calls"),
+        ("calls without usage not skipped", tokens_no_skip, "skip the calls whose summary has no 'usage'"),
+    ]),
+}
+said = {name: {"right": CHECKS[name](right), "blank": CHECKS[name](blank),
+               "wrong": [(mistake, fragment, CHECKS[name](value)) for mistake, value, fragment in wrong]}
+        for name, (right, blank, wrong) in table.items()}
+print("RESULT=" + json.dumps(said))
+"""
+
+
+def test_the_traced_checks_of_notebook_00(tmp_path):
+    env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(TRACED_TABLE)], cwd=ROOT, env=env, check=False,
+                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    line = next((x for x in result.stdout.splitlines() if x.startswith("RESULT=")), None)
+    assert line, result.stdout[-2000:] + result.stderr[-3000:]
+    said = json.loads(line.removeprefix("RESULT="))
+    assert set(said) == set(TRACED_EXERCISES)
+    for name, outcome in said.items():
+        assert outcome["right"] is None, f"{name}: the right answer was refused: {outcome['right']}"
+        assert outcome["blank"], f"{name}: the blank exercise passed"
+        assert len(outcome["wrong"]) >= 3
+        for mistake, fragment, hint in outcome["wrong"]:
+            assert hint, f"{name}: the mistake '{mistake}' passed"
+            assert fragment in hint, f"{name}: the mistake '{mistake}' got a hint that does not name it: {hint!r}"

@@ -22,3 +22,8 @@ def display_path(path: Path) -> str:
         return str(Path(path).resolve().relative_to(PROJECT_ROOT))
     except ValueError:
         return str(path)
+
+# This course's GitHub path ("owner/name"): the Colab cells, the Colab and Binder links in the notebooks
+# and the README carry copies of it, which `python scripts/set_course_repo.py owner/name` rewrites (a test
+# checks that every copy agrees). "OWNER/REPO" until the course is published.
+COURSE_REPO = "OWNER/REPO"

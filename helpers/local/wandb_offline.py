@@ -48,3 +48,16 @@ def wandb_history(run_dir_or_latest: str | Path | None = None) -> pd.DataFrame:
     if "_step" in history:
         history = history.sort_values("_step").set_index("_step")
     return history
+
+
+def wandb_table(run_dir: str | Path, key: str) -> pd.DataFrame:
+    """A wandb.Table that an offline run logged under `key` (its last version), as a DataFrame: the
+    run's history names the table's file, which wandb wrote under the run's files/ folder."""
+    history = wandb_history(run_dir)
+    column = f"{key}.path"
+    if column not in history or history[column].dropna().empty:
+        logged = sorted({c.removesuffix(".path") for c in history.columns if c.endswith(".path")})
+        raise KeyError(f"the run logged no table {key!r}; its tables: {logged}")
+    run = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
+    table = json.loads((run / "files" / history[column].dropna().iloc[-1]).read_text())
+    return pd.DataFrame(table["data"], columns=table["columns"])
