@@ -15,6 +15,13 @@ KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp"
                 "torch", "transformers", "trl", "papermill", "jupyterlab", "ipywidgets"]
 
 
+VERSION_NOTES = {  # why a version other than the pin will not do, in plain words
+    "verifiers": ("the course teaches verifiers' v0 API, whose last release is 0.1.5.post0 (the one Weave traces); "
+                  "0.2+ ships verifiers.v1 and 0.4.0 removed v0 (notebook 04 uses it in its own .venv-v1): "
+                  "remove .venv and run `bash scripts/setup_env.sh`"),
+}
+
+
 def pinned_versions() -> dict[str, str]:
     pins = {}
     for name in ("requirements.txt", "requirements-nodeps.txt"):
@@ -36,7 +43,8 @@ def versions_table() -> pd.DataFrame:
             installed = None
         pinned = pins.get(name)
         ok = installed is not None and (pinned is None or installed.split("+")[0] == pinned)
-        rows.append({"package": name, "installed": installed or "missing", "pinned": pinned, "ok": ok})
+        rows.append({"package": name, "installed": installed or "missing", "pinned": pinned, "ok": ok,
+                     "note": "" if ok else VERSION_NOTES.get(name, "run `bash scripts/setup_env.sh`")})
     return pd.DataFrame(rows).set_index("package")
 
 

@@ -17,7 +17,21 @@ command -v "$PY" >/dev/null || PY=python3
 
 stamp=".venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
   environments/*/pyproject.toml | sha256sum | cut -c1-16)"
+# The course teaches verifiers' v0 API, whose last release is 0.1.5.post0: refuse a .venv that holds another.
+check_verifiers() {
+  local found
+  found=$(.venv/bin/python -c 'from importlib.metadata import version; print(version("verifiers"))' 2>/dev/null || echo "none")
+  if [ "$found" != "0.1.5.post0" ]; then
+    echo "setup: .venv holds verifiers $found, but this course teaches verifiers' v0 API (vf.SingleTurnEnv," \
+      "vf.Rubric, env.evaluate, vf.GRPOTrainer), whose last release is 0.1.5.post0 and the one W&B Weave's" \
+      "integration traces. verifiers 0.2+ ships the new verifiers.v1 API and 0.4.0 removed v0 (notebook 04 runs" \
+      "it in its own .venv-v1). Remove .venv and run this script again." >&2
+    exit 1
+  fi
+}
+
 if [ -f "$stamp" ]; then
+  check_verifiers
   echo "setup: .venv is up to date with requirements.txt"
   exit 0
 fi
@@ -72,6 +86,7 @@ echo "setup: installing the course's own packages (editable): ${editable[*]}"
 # This is what `vf-install <env> -p environments` does, with pip instead of uv (uv would download
 # a build backend, which fails offline).
 pip_install --no-deps --no-build-isolation "${editable[@]}"
+check_verifiers
 rm -f .venv/.installed-*
 touch "$stamp"
 echo "setup: done in $(( $(date +%s) - start )) s"
