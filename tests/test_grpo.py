@@ -264,6 +264,24 @@ def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path,
     assert not (tmp_path / "run" / "final").exists()
 
 
+def test_restarts_within_the_same_second_keep_every_earlier_run(tmp_path, monkeypatch, capsys):
+    from datetime import datetime
+
+    class SameSecond(datetime):  # the aside folder's name has 1 s resolution
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 12, 4, 15, 0, 0)
+
+    monkeypatch.setattr(run_folder, "datetime", SameSecond)
+    for i, learning_rate in enumerate((1e-5, 2e-5, 3e-5)):
+        run_folder.prepare_run_dir(_config(tmp_path / "run", learning_rate=learning_rate), variant="hash")
+        (tmp_path / "run" / "weights.txt").write_text(f"run {i}")
+    kept = {p.name: (p / "weights.txt").read_text() for p in tmp_path.iterdir() if p.name != "run"}
+    assert kept == {"run-20261204-150000": "run 0", "run-20261204-150000-2": "run 1"}
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1].endswith(f"the earlier run is kept in {tmp_path / 'run-20261204-150000-2'}")
+
+
 @pytest.mark.parametrize("override, named", [
     ({"per_device_train_batch_size": 0}, "per_device_train_batch_size=0"),
     ({"per_device_train_batch_size": 6}, "multiple of num_generations=4"),
