@@ -28,11 +28,14 @@ IPC_KERNEL = Config({"KernelManager": {"transport": "ipc"}})
 
 
 def execute(notebook: str | Path, out: str | Path, parameters: dict | None = None, *,
-            progress_bar: bool = False) -> dict:
-    """Run `notebook` with `parameters` (cwd: notebooks/), save the executed copy to `out`, return it."""
+            progress_bar: bool = False, kernel_name: str | None = None) -> dict:
+    """Run `notebook` with `parameters` (cwd: notebooks/), save the executed copy to `out`, return it.
+
+    `kernel_name`: the Jupyter kernel to run it in; None: the one the notebook names (`python3`, this
+    environment, for notebooks 00-03; `verifiers-v1`, made by scripts/setup_v1_env.sh, for notebook 04)."""
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(
-        str(notebook), str(out), parameters=parameters or {}, cwd=str(NOTEBOOKS), kernel_name="python3",
+        str(notebook), str(out), parameters=parameters or {}, cwd=str(NOTEBOOKS), kernel_name=kernel_name,
         progress_bar=progress_bar, config=IPC_KERNEL,
     )
     return json.loads(Path(out).read_text())
