@@ -19,10 +19,32 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parent))  # for child_guard (stdlib only)
-from child_guard import exit_with_parent, server_key
-
 HOST = "127.0.0.1"
+
+
+def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
+    """Every token id that ends a completion, the one that ends a chat turn first: the token the chat
+    template puts after an assistant message, the tokenizer's eos (now and as loaded), and the
+    generation config's eos ids. Qwen3-0.6B-Base's tokenizer ends text with <|endoftext|> while its
+    chat template ends turns with <|im_end|>: stopping only at the eos lets a completion run on into
+    invented turns, which skip_special_tokens then hides. (helpers.grpo uses this for TRL too.)"""
+    ids = []
+    try:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"},
+                                              {"role": "assistant", "content": "STOP-MARKER"}], tokenize=False)
+        after = tokenizer.encode(text.split("STOP-MARKER", 1)[1], add_special_tokens=False)
+    except Exception:  # noqa: BLE001 - no chat template (or an unusual one): the eos ids below
+        after = []
+    if after and tokenizer.convert_ids_to_tokens(after[0]) in {*tokenizer.all_special_tokens,
+                                                               *tokenizer.get_added_vocab()}:
+        ids.append(after[0])
+    loaded_eos = tokenizer.init_kwargs.get("eos_token")  # eos_token may have been changed since
+    loaded_eos = tokenizer.get_vocab().get(str(getattr(loaded_eos, "content", loaded_eos)))
+    config_eos = getattr(generation_config, "eos_token_id", None)
+    for token_id in [tokenizer.eos_token_id, loaded_eos, *(config_eos if isinstance(config_eos, list) else [config_eos])]:
+        if isinstance(token_id, int) and token_id not in ids:
+            ids.append(token_id)
+    return ids
 
 
 class _Generator:
@@ -39,6 +61,7 @@ class _Generator:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device).eval()
+        self.stop_ids = stop_token_ids(self.tokenizer, self.model.generation_config)
         self.max_batch = max_batch
         self.requests: queue.Queue = queue.Queue()
         threading.Thread(target=self._worker, daemon=True).start()
@@ -87,15 +110,16 @@ class _Generator:
             "do_sample": False}
         with torch.no_grad():
             out = self.model.generate(**enc, max_new_tokens=max_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                      eos_token_id=self.tokenizer.eos_token_id, **sampling)
+                                      eos_token_id=self.stop_ids, **sampling)
         new = out[:, enc["input_ids"].shape[1]:]
         results = []
         for b_index, body in enumerate(bodies):
             choices, completion_tokens = [], 0
             for c_index in range(n):
                 row = new[b_index * n + c_index].tolist()
-                ended = self.tokenizer.eos_token_id in row
-                row = row[:row.index(self.tokenizer.eos_token_id)] if ended else row
+                end = next((i for i, token in enumerate(row) if token in self.stop_ids), None)
+                ended = end is not None
+                row = row[:end] if ended else row
                 completion_tokens += len(row)
                 choices.append({"index": c_index, "finish_reason": "stop" if ended else "length",
                                 "message": {"role": "assistant",
@@ -193,6 +217,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
+    sys.path.append(str(Path(__file__).resolve().parent))  # for child_guard (stdlib only)
+    from child_guard import exit_with_parent, server_key
+
     exit_with_parent(args.parent_pid)  # before the model loads: a killed kernel leaves nothing behind
     api_key = server_key()
 

@@ -156,7 +156,7 @@ class CheckpointServer(_StoppedOnExit):
     tokenizer: object
     name: str = "policy"
     device: str = "cuda"
-    dtype: str = "bfloat16"
+    dtype: str = "bfloat16"  # helpers.grpo.eval_server_dtype(): float32 below compute capability 8.0, never float16
     max_batch: int = 32
     server: HFModelServer | None = field(default=None, init=False, repr=False)
     step: int | None = field(default=None, init=False)
