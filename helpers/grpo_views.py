@@ -17,8 +17,8 @@ from matplotlib.figure import Figure
 from transformers import TrainerCallback
 
 TIME_PARTS = {"generation_s": "generation", "sync_s": "weight sync", "scoring_s": "scoring", "update_s": "update"}
-METRIC_COLUMNS = {  # TRL log key -> column
-    "reward": "reward", "reward_std": "reward_std", "loss": "loss", "kl": "kl",
+METRIC_COLUMNS = {  # log key (TRL's, verifiers', StepTimer's) -> column
+    "reward": "reward", "reward_std": "reward_std", "loss": "loss", "kl": "kl", "grad_norm": "grad_norm",
     "completions/mean_length": "completion_length", "completions/clipped_ratio": "clipped_ratio",
     "frac_reward_zero_std": "frac_zero_std", "rewards/errors": "reward_errors",
     "timing/generation_s": "generation_s", "timing/sync_s": "sync_s", "timing/scoring_s": "scoring_s",
@@ -28,18 +28,23 @@ METRIC_COLUMNS = {  # TRL log key -> column
 
 
 def metrics_table(log_history: list[dict]) -> pd.DataFrame:
-    """One row per logged training step: reward, each reward function, loss, KL, length, timings."""
+    """One row per logged training step: reward, each reward function, loss, KL, length, timings.
+
+    A log history from TRL's GRPOTrainer (trainer.state.log_history) or verifiers' (trainer_state.json):
+    TRL logs each reward function as `rewards/<name>/mean` (and `/std`), verifiers 0.1.5 as
+    `rewards/<name>` (trainers/grpo_trainer.py, _log_reward_metrics_primary); both become column <name>."""
     rows = []
     for entry in log_history:
         if "loss" not in entry or "step" not in entry:
-            continue  # the end-of-training summary has train_loss, not loss
+            continue  # the end-of-training summary has train_loss, not loss; evaluations have eval_*
         row = {"step": int(entry["step"])}
         for key, column in METRIC_COLUMNS.items():
             if key in entry:
                 row[column] = entry[key]
         for key, value in entry.items():
-            if key.startswith("rewards/") and key.endswith("/mean"):
-                row[key.split("/")[1]] = value
+            parts = key.split("/")
+            if parts[0] == "rewards" and key not in METRIC_COLUMNS and parts[2:] in ([], ["mean"]):
+                row[parts[1]] = value
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.drop_duplicates("step", keep="last").set_index("step") if len(frame) else frame
@@ -47,14 +52,17 @@ def metrics_table(log_history: list[dict]) -> pd.DataFrame:
 
 def logged_steps(history: pd.DataFrame) -> list[int]:
     """The training steps a wandb history (helpers.wandb_history) holds a reward for."""
-    if "train/reward" not in history:
-        return []
+    if "train/reward" not in history or "train/global_step" not in history:
+        return []  # e.g. no wandb run of this kernel (an empty frame)
     return sorted(int(step) for step in history.dropna(subset=["train/reward"])["train/global_step"].unique())
 
 
 def learning_summary(metrics: pd.DataFrame, n: int = 5, column: str = "reward") -> dict:
-    """Mean of `column` over the first n and the last n logged steps, and the difference."""
-    values = metrics[column].dropna()
+    """Mean of `column` over the first n and the last n logged steps, and the difference (NaN, with
+    steps 0, when the run logged no such column: e.g. a reward function the trainer did not log)."""
+    values = metrics[column].dropna() if column in metrics else pd.Series(dtype=float)
+    if values.empty:
+        return {"column": column, "steps": 0, "n": 0, "first": float("nan"), "last": float("nan"), "gain": float("nan")}
     n = min(n, len(values) // 2) or 1
     first, last = float(values.iloc[:n].mean()), float(values.iloc[-n:].mean())
     return {"column": column, "steps": len(values), "n": n, "first": first, "last": last, "gain": last - first}

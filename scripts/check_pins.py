@@ -6,7 +6,11 @@ writes benchmarks/results/pins-<date>.json.
 
 Colab: requirements-colab.txt (+ requirements-nodeps.txt, --no-deps) on CPython 3.12, manylinux
 x86_64 wheels (torch is left to Colab's own CUDA build, so the torch pip would pick is only
-reported). GPU: requirements-gpu.txt without flash-attn (built against torch after the rest).
+reported). GPU: `pip install -r requirements-gpu.txt` exactly as its header says to run it, build
+isolation included (deepspeed is published as source only; its metadata builds in isolation, where
+flash-attn's setup.py fails for want of torch: that is why flash-attn is not in the file).
+Each target's result lists every package pip would install (tests/test_gpu_launcher.py checks the
+trainer script's imports against the GPU list).
 """
 
 from __future__ import annotations
@@ -24,12 +28,11 @@ from bench_results import machine_info, write_result
 
 WHEELS_FOR = ["--only-binary=:all:", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64"]
-TARGETS = {  # name: (files resolved together, files installed --no-deps, pip options, pins left out)
+TARGETS = {  # name: (files resolved together, files installed --no-deps, pip options)
     "colab (CPython 3.12)": (["requirements-colab.txt"], ["requirements-nodeps.txt"],
-                             ["--python-version", "3.12", *WHEELS_FOR], set()),
-    # deepspeed is published as source only, and its build imports torch: resolved on this Python (3.11,
-    # the GPU stack's) without build isolation; flash-attn is built against torch after the rest.
-    "multi-GPU (CPython 3.11)": (["requirements-gpu.txt"], [], ["--no-build-isolation"], {"flash-attn"}),
+                             ["--python-version", "3.12", *WHEELS_FOR]),
+    # on this Python (3.11, the GPU stack's), with pip's default build isolation, as the file is installed
+    "multi-GPU (CPython 3.11)": (["requirements-gpu.txt"], [], []),
 }
 
 
@@ -52,8 +55,8 @@ def _name(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")  # PEP 503: liger_kernel is liger-kernel
 
 
-def resolve(files: list[str], no_deps_files: list[str], options: list[str], skip: set[str]) -> dict:
-    wanted = [pin for name in files for pin in pins(ROOT / name) if pin.split("==")[0] not in skip]
+def resolve(files: list[str], no_deps_files: list[str], options: list[str]) -> dict:
+    wanted = [pin for name in files for pin in pins(ROOT / name)]
     no_deps = [pin for name in no_deps_files for pin in pins(ROOT / name)]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,7 +69,8 @@ def resolve(files: list[str], no_deps_files: list[str], options: list[str], skip
     mismatched = {pin: chosen.get(_name(pin.split("==")[0])) for pin in wanted + no_deps
                   if chosen.get(_name(pin.split("==")[0])) != pin.split("==")[1]}
     return {"resolves": not mismatched, "packages": len(chosen), "mismatched": mismatched,
-            "torch": chosen.get("torch"), "seconds": round(time.monotonic() - started)}
+            "torch": chosen.get("torch"), "seconds": round(time.monotonic() - started),
+            "installed": dict(sorted(chosen.items()))}
 
 
 def main() -> None:
@@ -74,7 +78,8 @@ def main() -> None:
     results = {name: resolve(*target) for name, target in TARGETS.items()}
     for name, result in results.items():
         status = "resolves" if result["resolves"] else "DOES NOT RESOLVE"
-        print(f"{name:28s} {status}: {json.dumps({k: v for k, v in result.items() if k != 'resolves'})}")
+        shown = {k: v for k, v in result.items() if k not in ("resolves", "installed")}
+        print(f"{name:28s} {status}: {json.dumps(shown)}")
     write_result("pins", info, {"targets": results})
 
 

@@ -1,12 +1,16 @@
-"""The `verifiers` backend of notebook 02 (>= 2 CUDA GPUs): the launch plan, its checks, and a runner.
+"""The `verifiers` backend of notebook 02 (>= 2 CUDA GPUs of compute capability 8.0+): the launch plan,
+its checks, and a runner.
 
 verifiers' GRPOTrainer cannot run on a CPU: it generates with a vLLM server and pushes new weights
 to it over NCCL after every step. Its recipe (verifiers v0.1.5.post0) needs two processes:
 
 1. `vf-vllm --model willcb/Qwen3-0.6B --enforce-eager` on GPU 0 (the inference server);
 2. `accelerate launch --num-processes 1 --config-file training/zero3.yaml training/train_gsm8k_verifiers.py`
-   on GPU 1, with `NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0` (NCCL's cuMem allocator breaks the
-   weight-sync communicator between the two processes).
+   on GPU 1.
+
+Both run with `NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0`: NCCL's cuMem allocator breaks the
+weight-sync communicator between the two processes, and both ends of it must agree; vllm 0.11 no
+longer sets these itself (its env_override.py sets neither), so the recipe sets them in both shells.
 
 `build_plan()` writes both commands and their environments down; `plan.checks()` says what is
 missing on this machine; `run_plan(plan)` starts the server with subprocess.Popen, waits until it
@@ -42,7 +46,8 @@ ZERO3_CONFIG = PROJECT_ROOT / "training" / "zero3.yaml"
 TRAIN_SCRIPT = PROJECT_ROOT / "training" / "train_gsm8k_verifiers.py"
 GPU_REQUIREMENTS = PROJECT_ROOT / "requirements-gpu.txt"
 NCCL_ENV = {"NCCL_CUMEM_ENABLE": "0", "NCCL_CUMEM_HOST_ENABLE": "0"}
-GPU_PACKAGES = ("vllm", "deepspeed", "flash_attn", "accelerate", "peft", "trl")
+GPU_PACKAGES = ("vllm", "deepspeed", "accelerate", "peft", "trl")
+FLASH_ATTN = "flash-attn==2.8.3"  # optional; source only, built against the installed torch
 
 
 @dataclass
@@ -77,17 +82,28 @@ class LaunchPlan:
              "environment": _relative(" ".join(f"{k}={v}" for k, v in self.train_env.items()))},
         ]).set_index("process")
 
-    def checks(self, gpus: int | None = None) -> pd.DataFrame:
-        """One row per requirement: ok or not, and what to do. Nothing is started."""
-        from helpers.install_check import cuda_gpu_count
+    def checks(self, gpus: int | None = None, capabilities: list[tuple[int, int]] | None = None) -> pd.DataFrame:
+        """One row per requirement: ok or not, and what to do. Nothing is started. gpus, capabilities:
+        as helpers.grpo.choose_backend takes them (None: this machine's)."""
+        from helpers.grpo import gpu_capabilities
 
-        gpus = cuda_gpu_count() if gpus is None else gpus
+        if capabilities is None:
+            capabilities = gpu_capabilities() if gpus is None else [(8, 0)] * gpus
+        gpus = len(capabilities) if gpus is None else gpus
+        old = [f"{major}.{minor}" for major, minor in capabilities if (major, minor) < (8, 0)]
         rows = [("2+ CUDA GPUs", gpus >= 2, f"{gpus} found",
-                 "use backend='cpu' (TRL on the CPU) on this machine")]
+                 "use backend='auto': TRL on the CPU or on one GPU"),
+                ("compute capability 8.0+ (bfloat16)", gpus >= 2 and not old,
+                 f"{', '.join(old)} found" if old else "yes" if gpus else "no GPU",
+                 "use backend='gpu': TRL on GPU 0, float16 (verifiers' trainer needs bfloat16)")]
         for module in GPU_PACKAGES:
             found = importlib.util.find_spec(module) is not None
             rows.append((f"python package {module}", found, "installed" if found else "missing",
-                         "pip install -r requirements-gpu.txt (flash-attn: --no-build-isolation)"))
+                         "pip install -r requirements-gpu.txt"))
+        found = importlib.util.find_spec("flash_attn") is not None
+        rows.append(("python package flash_attn (optional)", True,
+                     "installed" if found else "missing: the trainer uses PyTorch's sdpa attention",
+                     f"for flash_attention_2, after the rest: pip install {FLASH_ATTN} --no-build-isolation"))
         for tool in ("vf-vllm", "accelerate"):
             found = shutil.which(tool) or (Path(sys.executable).parent / tool).exists()
             rows.append((f"command {tool}", bool(found), "on PATH" if found else "missing",
@@ -138,7 +154,7 @@ def build_plan(model: str = DEFAULT_MODEL, *, run_name: str = "gsm8k-grpo-qwen3-
     `num_train_examples` and `num_eval_examples` apply to gsm8k-course only.
     """
     output_dir = runs_dir("grpo", run_name)
-    server_env = {"CUDA_VISIBLE_DEVICES": str(inference_gpu)}
+    server_env = {"CUDA_VISIBLE_DEVICES": str(inference_gpu), **NCCL_ENV}  # both ends of the weight sync
     server_cmd = [_bin("vf-vllm"), "--model", model, "--enforce-eager", "--disable-log-requests",
                   "--host", host, "--port", str(port)]
     train_env = {"CUDA_VISIBLE_DEVICES": str(train_gpu), **NCCL_ENV, "WANDB_PROJECT": project}
@@ -243,7 +259,9 @@ def train_with_verifiers(plan: LaunchPlan) -> tuple[Path, list[dict]]:
     if code != 0:
         raise RuntimeError(f"verifiers training exited with code {code}; see {display_path(plan.log_dir / 'vf-train.log')}. "
                            "Running the cell again resumes from the last checkpoint.")
-    checkpoint = last_checkpoint(plan.output_dir)
-    state_file = Path(checkpoint or plan.output_dir) / "trainer_state.json"
+    # the whole run's log (the trainer script saves it at the end); else the last checkpoint's
+    state_file = plan.output_dir / "trainer_state.json"
+    if not state_file.is_file():
+        state_file = Path(last_checkpoint(plan.output_dir) or plan.output_dir) / "trainer_state.json"
     history = json.loads(state_file.read_text())["log_history"] if state_file.is_file() else []
     return merge_lora(plan.output_dir / "final", plan.model), history
