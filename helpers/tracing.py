@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,14 @@ class TracingSession:
         if self.server is not None:
             self.server.close()
 
+    def close_at_exit(self) -> None:
+        """close(), for atexit: a failure is one line on stderr, not a traceback after the kernel's output."""
+        try:
+            self.close()
+        except Exception as e:  # noqa: BLE001 - at exit there is nothing left to hand it to
+            print(f"tracing: the trace store could not be closed cleanly ({weave_clients.one_line(e)})",
+                  file=sys.stderr)
+
     def get_calls(self, **kwargs) -> list:
         self.flush()
         return list(self.client.get_calls(**kwargs))
@@ -79,7 +89,8 @@ def init_tracing(project: str = DEFAULT_PROJECT, *, quiet: bool = False) -> Trac
     with _session_lock:
         if _session is None:
             _session = _start(project)
-            atexit.register(_session.close)
+            atexit.register(_session.close_at_exit)
+            exit_cleanly_on_sigterm()
         elif _session.project != project and not quiet:
             print(f"(tracing was already started for project {_session.project!r}; keeping it)")
     if not quiet:
@@ -89,6 +100,24 @@ def init_tracing(project: str = DEFAULT_PROJECT, *, quiet: bool = False) -> Trac
 
 def current_session() -> TracingSession | None:
     return _session
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """Let SIGTERM end this process the way the end of a script does: atexit callbacks and finalizers run.
+
+    Jupyter (and papermill) end a kernel with SIGTERM when it has not exited within 2.5 s of the
+    shutdown request (SIGKILL 2.5 s later), and Python's default for SIGTERM ends the process on the
+    spot: the trace store kept its `.lock` with the dead kernel's PID and wandb its temporary folders in
+    /tmp. Only the main thread can set a handler, and one set by someone else is kept."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    if not threading.main_thread().is_alive():
+        return  # the interpreter is already exiting (atexit callbacks are running): let them finish
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise SystemExit(128 + signum)
 
 
 def _start(project: str) -> TracingSession:
@@ -118,12 +147,15 @@ def open_local_traces(project: str = DEFAULT_PROJECT, store_path: str | Path | N
 # ---------------------------------------------------------------- upload
 
 
-def upload_local_traces(project: str | None = None, entity: str | None = None) -> int:
+def upload_local_traces(project: str | None = None, entity: str | None = None, *, skip: int = 0) -> int:
     """Send a local trace store (runs/traces/<project>) to W&B Weave project <entity>/<project>.
 
     `project` defaults to the one `init_tracing` was started with in this process. Needs
-    WANDB_API_KEY; `entity` defaults to WANDB_ENTITY or your default W&B entity. Returns the number
-    of records sent. The local store is left as it is.
+    WANDB_API_KEY; `entity` defaults to WANDB_ENTITY or your default W&B entity. Records the reader
+    skips (of the wrong shape, or the end of a call whose start is missing) are not sent, and the
+    upload says how many. If W&B fails part-way, the error says how many records went and the
+    command that sends the rest (`skip=`). Returns the number of records sent. The local store is
+    left as it is.
     """
     from weave.trace.weave_init import get_entity_project_from_project_name, init_weave_get_server
     from weave.wandb_interface.context import get_wandb_auth_context
@@ -136,8 +168,19 @@ def upload_local_traces(project: str | None = None, entity: str | None = None) -
             f"Traces are stored there while init_tracing({project!r}) runs without WANDB_API_KEY.")
     if not wandb_key_set():
         raise RuntimeError("upload_local_traces needs WANDB_API_KEY in the environment.")
+    asked = {"project": project, "entity": entity}
     entity, project = get_entity_project_from_project_name(f"{entity}/{project}" if entity else project)
     server = init_weave_get_server(get_wandb_auth_context(), should_batch=False)
-    sent = replay(store, server, project_id=f"{entity}/{project}")
-    print(f"uploaded {sent} trace records from {display_path(store)} to W&B Weave project {entity}/{project}")
-    return sent
+    target = f"W&B Weave project {entity}/{project}"
+    named = "".join(f"{k}={v!r}, " for k, v in asked.items() if v)
+
+    def again(sent: int) -> str:
+        return f"helpers.upload_local_traces({named}skip={sent})"
+
+    result = replay(store, server, project_id=f"{entity}/{project}", skip=skip, target=target, again=again)
+    print(f"uploaded {result.sent - skip} trace records from {display_path(store)} to {target}"
+          + (f" (and {skip} before)" if skip else ""))
+    if result.skipped:
+        print(f"not sent: {len(result.skipped)} record(s) that the local reader skips too:\n  "
+              + "\n  ".join(result.skipped[:5]) + ("\n  ..." if len(result.skipped) > 5 else ""))
+    return result.sent - skip

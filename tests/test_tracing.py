@@ -155,7 +155,7 @@ def test_a_new_process_reads_the_same_calls(traced, reader):
 def test_replay_into_an_empty_store_loses_nothing(traced, tmp_path):
     store, writer_ids = traced
     target = LocalTraceServer(tmp_path / "copy")
-    sent = replay(store, target)
+    sent = replay(store, target).sent
     target.close()
     assert sent == len(list(read_records(store)))
     reread = LocalTraceServer(tmp_path / "copy")  # from disk, as after a restart

@@ -17,12 +17,14 @@ import re
 import threading
 import urllib.parse
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 from weave.durability.wal_directory_manager import FileWALDirectoryManager
+from weave.durability.wal_lock import release_lock
 from weave.durability.wal_sender import build_trace_server_handlers
 from weave.durability.wal_writer import JSONLWALWriter
 from weave.trace.serialization.digest import (
@@ -66,6 +68,12 @@ def wal_files(store_path: str | Path) -> list[Path]:
 def read_records(store_path: str | Path) -> Iterator[dict]:
     """Every record in the store, in write order. A torn or corrupt line (a killed kernel) is
     skipped with a warning; only that record is lost."""
+    for _, record in numbered_records(store_path):
+        yield record
+
+
+def numbered_records(store_path: str | Path) -> Iterator[tuple[str, dict]]:
+    """(where, record) for every record of `read_records`; `where` is "<file> line <n>"."""
     for file in wal_files(store_path):
         with open(file, "rb") as f:
             for number, line in enumerate(f, start=1):
@@ -78,9 +86,26 @@ def read_records(store_path: str | Path) -> Iterator[dict]:
                 except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                     warnings.warn(
                         f"trace store: skipped a damaged record in {file.name} line {number} ({e}); "
-                        "the rest of the store is intact", stacklevel=2)
+                        "the rest of the store is intact", stacklevel=3)
                     continue
-                yield record
+                yield f"{file.name} line {number}", record
+
+
+# Where each record type keeps its "entity/project" (the others keep it at the top of "req").
+PROJECT_PART = {"call_start": "start", "call_end": "end", "obj_create": "obj", "table_create": "table"}
+RECORD_TYPES = (*PROJECT_PART, "call_update", "file_create")
+
+
+def project_of(record_type: str, req: Any) -> str:
+    """The "entity/project" a record belongs to. A record without one is of the wrong shape
+    (KeyError/TypeError/ValueError): the reader skips it, and so does the upload."""
+    if record_type not in RECORD_TYPES:
+        raise ValueError(f"unknown record type {record_type!r}")
+    part = PROJECT_PART.get(record_type)
+    project = (req[part] if part else req)["project_id"]
+    if not isinstance(project, str):
+        raise TypeError(f"project_id is not text: {project!r}")
+    return project
 
 
 # ---------------------------------------------------------------- the server
@@ -106,6 +131,21 @@ def _sort_key(value: Any) -> tuple:
     return (0, value if isinstance(value, (int, float)) else str(value))
 
 
+# What indexing a record of the wrong shape raises (valid JSON, but not what the record type holds).
+WRONG_SHAPE = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def _close_after_a_failed_write(writer: JSONLWALWriter) -> None:
+    """Close weave's WAL writer after a write failed. Its close() flushes first; on a full disk that
+    raises, and it then leaves the file open and its .lock (with this process's PID) behind."""
+    file_writer = writer._writer  # weave 0.54: the one-file writer (path, _file, _lock_path)
+    try:
+        file_writer._file.close()  # the buffer cannot be written; the file is closed all the same
+    except OSError:
+        pass
+    release_lock(file_writer._lock_path)
+
+
 def _op_kind(val: Any) -> str:
     is_op = isinstance(val, dict) and val.get("_type") == "CustomWeaveType" and \
         (val.get("weave_type") or {}).get("type") == "Op"
@@ -116,12 +156,14 @@ class LocalTraceServer:
     """The trace-server calls Weave's client makes, answered from files under `path`.
 
     Thread-safe: the client writes from its worker threads. Each process appends to a file of its
-    own (as Weave's WAL does), so two notebooks can share a store.
+    own (as Weave's WAL does), so two notebooks can share a store. `read=False` starts with an empty
+    index (nothing read, no folder created).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, read: bool = True):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        if read:
+            self.path.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._writer: JSONLWALWriter | None = None
         self.records_written = 0
@@ -132,7 +174,8 @@ class LocalTraceServer:
         self._rows: dict[str, Any] = {}  # row digest -> row
         self._tables: dict[str, list[str]] = {}  # table digest -> row digests
         self._files: dict[str, bytes] = {}  # file digest -> content
-        self.reload()
+        if read:
+            self.reload()
 
     # -- storage
 
@@ -142,11 +185,11 @@ class LocalTraceServer:
             for index in (self._calls, self._objs, self._versions, self._rows, self._tables, self._files):
                 index.clear()
             count = skipped = 0
-            for record in read_records(self.path):
+            for _, record in numbered_records(self.path):
                 try:
                     self._apply(record["type"], record["req"])
                     count += 1
-                except (KeyError, TypeError, ValueError, AttributeError):
+                except WRONG_SHAPE:
                     skipped += 1  # valid JSON of the wrong shape: skip it, keep the rest
             orphans = sum("op_name" not in call for call in self._calls.values())
             if skipped or orphans:
@@ -158,32 +201,50 @@ class LocalTraceServer:
         """Append one record (scrubbed) to this process's log file and index it."""
         payload = scrub(to_jsonable_python(req, inf_nan_mode="null", bytes_mode="utf8"), secret_values())
         with self._lock:
-            try:
-                if self._writer is None:  # opened on first write: a reader never creates files
-                    self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))
-                self._writer.write({"type": record_type, "req": payload})
-                self.records_written += 1
-            except OSError as e:  # a full disk: say it once, keep answering the client from memory
-                if not self.write_failed:
-                    self.write_failed = True
-                    warnings.warn(f"trace store {self.path} could not be written ({e.strerror or e}): traces "
-                                  "from now on are kept in memory only and lost at exit; free some disk space "
-                                  "and restart the kernel", stacklevel=2)
+            if not self.write_failed:
+                try:
+                    if self._writer is None:  # opened on first write: a reader never creates files
+                        self._writer = JSONLWALWriter(FileWALDirectoryManager(str(self.path), file_ext=WAL_SUFFIX))
+                    self._writer.write({"type": record_type, "req": payload})
+                    self.records_written += 1
+                except OSError as e:
+                    self._stop_writing(e)
             return payload, self._apply(record_type, payload)
+
+    def _stop_writing(self, error: OSError) -> None:
+        """A full disk (or a store folder that went away): say it once, let go of the log file and its
+        .lock, and keep answering the client from memory. Writing is not retried: half-written lines
+        would follow."""
+        if not self.write_failed:
+            self.write_failed = True
+            warnings.warn(f"trace store {self.path} could not be written ({error.strerror or error}): traces "
+                          "from now on are kept in memory only and lost at exit; free some disk space "
+                          "and restart the kernel", stacklevel=3)
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            _close_after_a_failed_write(writer)
 
     def flush(self) -> None:
         with self._lock:
             if self._writer is not None:
-                self._writer.flush()
+                try:
+                    self._writer.flush()
+                except OSError as e:
+                    self._stop_writing(e)
 
     def close(self) -> None:
         with self._lock:
             if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+                try:
+                    self._writer.close()
+                    self._writer = None
+                except OSError as e:
+                    self._stop_writing(e)
 
     def _apply(self, record_type: str, req: dict) -> Any:
-        """Index one record; returns its digest(s) for the create calls."""
+        """Index one record; returns its digest(s) for the create calls. A record of the wrong shape
+        raises one of WRONG_SHAPE before anything is indexed."""
+        project_of(record_type, req)
         if record_type == "call_start":
             start = req["start"]
             self._calls[start["id"]] = {**self._calls.get(start["id"], {}), **start}
@@ -218,11 +279,13 @@ class LocalTraceServer:
             self._tables[digest] = row_digests
             return digest, row_digests
         elif record_type == "file_create":
+            if not isinstance(req["name"], str):  # the upload sends it with the content
+                raise TypeError(f"file name is not text: {req['name']!r}")
             content = base64.b64decode(req["content_b64"]) if "content_b64" in req else req["content"].encode()
             digest = compute_file_digest(content)
             self._files[digest] = content
             return digest
-        return None
+        return None  # call_update of a call this store does not hold
 
     # -- writes the client makes
 
@@ -438,10 +501,65 @@ def _retarget(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def replay(store_path: str | Path, server: Any, *, project_id: str | None = None) -> int:
-    """Send every record of a local store to `server` (any trace server: W&B's, or another local
+class ReplayInterrupted(RuntimeError):
+    """Sending stopped part-way: `sent` records went (in write order), `first_unsent` ("<file> line
+    <n>: <type> ...") did not, nor anything after it. `replay(..., skip=sent)` sends the rest."""
+
+    def __init__(self, message: str, sent: int, total: int, first_unsent: str):
+        super().__init__(message)
+        self.sent, self.total, self.first_unsent = sent, total, first_unsent
+
+
+@dataclass
+class Replayed:
+    sent: int  # records sent, the `skip` ones sent before included
+    skipped: list[str] = field(default_factory=list)  # "<file> line <n>: why", for each record never sent
+
+
+def _describe(record_type: str, req: dict) -> str:
+    """A record as a person finds it: its type and the call, object or file it is about."""
+    keys = {"call_start": ("start", "id"), "call_end": ("end", "id"), "call_update": ("call_id",),
+            "obj_create": ("obj", "object_id"), "file_create": ("name",)}.get(record_type, ())
+    value = req
+    for key in keys:
+        value = value[key]
+    return f"{record_type} {value}" if keys else record_type
+
+
+def sendable_records(store_path: str | Path) -> tuple[list[tuple[str, dict]], list[str]]:
+    """The records an upload sends, in write order, and where the ones it leaves out are (also in
+    write order): exactly what the reader leaves out, records of the wrong shape and the ends of
+    calls whose start is missing."""
+    index = LocalTraceServer(store_path, read=False)  # indexed record by record, as the reader does
+    kept, left_out = [], []  # (position, where, record) / (position, why)
+    for position, (where, record) in enumerate(numbered_records(store_path)):
+        try:
+            index._apply(record["type"], record["req"])
+            kept.append((position, where, record))
+        except WRONG_SHAPE as e:
+            why = f"a {record['type']} record of the wrong shape ({type(e).__name__}: {e})"
+            left_out.append((position, f"{where}: {why}"))
+    started = {call_id for call_id, call in index._calls.items() if "op_name" in call}
+    sendable = []
+    for position, where, record in kept:
+        call_id = record["req"]["end"]["id"] if record["type"] == "call_end" else None
+        if call_id is not None and call_id not in started:
+            left_out.append((position, f"{where}: the end of call {call_id}, whose start is missing"))
+        else:
+            sendable.append((where, record))
+    return sendable, [why for _, why in sorted(left_out)]
+
+
+def replay(store_path: str | Path, server: Any, *, project_id: str | None = None, skip: int = 0,
+           target: str = "the trace server",
+           again: Callable[[int], str] = lambda sent: f"replay(..., skip={sent})") -> Replayed:
+    """Send the records of a local store to `server` (any trace server: W&B's, or another local
     store), in write order; with `project_id`, records are moved to that "entity/project".
-    Returns the number of records sent."""
+
+    Records the reader skips are not sent (`Replayed.skipped` says which). `skip=n` leaves out the
+    first n records that would be sent (to finish an interrupted replay). If sending fails part-way,
+    `ReplayInterrupted` (or, on Ctrl-C, a note on the KeyboardInterrupt) says how many records went,
+    which is the first not sent, and the call that sends the rest (`again(records sent)`)."""
     handlers = build_trace_server_handlers(server)  # Weave's own record-type -> server-call mapping
 
     def file_create(record: dict) -> None:  # ours also carries binary files
@@ -452,12 +570,24 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
 
     handlers["file_create"] = file_create
     handlers["call_update"] = lambda record: server.call_update(record["req"])
-    sent = 0
-    for record in read_records(store_path):
-        req = record["req"]
+    records, skipped = sendable_records(store_path)
+    sent = skip
+    for where, record in records[skip:]:
+        record_type, req = record["type"], record["req"]
         if project_id is not None:
-            old = (req.get("start") or req.get("end") or req.get("obj") or req.get("table") or req)["project_id"]
-            req = _retarget(req, old, project_id)
-        handlers[record["type"]]({"type": record["type"], "req": req})
+            req = _retarget(req, project_of(record_type, req), project_id)
+        try:
+            handlers[record_type]({"type": record_type, "req": req})
+        except BaseException as e:
+            first_unsent = f"{where}: {_describe(record_type, req)}"
+            error = " ".join(f"{type(e).__name__}: {e}".split())
+            left_out = f" ({len(skipped)} record(s) the reader skips are never sent)" if skipped else ""
+            message = (f"Sending {store_path} to {target} stopped part-way: {sent} of {len(records)} records went "
+                       f"(in the store's order); the first not sent is {first_unsent} ({error}), and nothing after "
+                       f"it was sent{left_out}. Send the rest with {again(sent)}")
+            if not isinstance(e, Exception):  # Ctrl-C stays an interrupt, with what went in its note
+                e.add_note(message)
+                raise
+            raise ReplayInterrupted(message, sent, len(records), first_unsent) from e
         sent += 1
-    return sent
+    return Replayed(sent, skipped)
