@@ -14,7 +14,7 @@ stay the same and only the problems change.
 
 Problems are generated from `seed` (the same arguments give the same problems on any machine).
 The held-out split is disjoint from the training split by construction: each problem's
-arithmetic (its template and numbers) is hashed, and one hash in ten belongs to the held-out
+arithmetic (its template and numbers) is hashed, and one hash in three belongs to the held-out
 split; names and objects do not count, so a held-out sum is never trained on under another name.
 """
 
@@ -30,7 +30,8 @@ from gsm8k_course import HASH_SYSTEM_PROMPT, HashParser, make_rubric
 
 DIFFICULTIES = ("one-step", "two-step", "mixed")
 SPLITS = ("train", "eval")
-HELD_OUT_SHARE = 10  # one problem (template and numbers) in ten belongs to the held-out split
+HELD_OUT_SHARE = 3  # one problem (template and numbers) in three belongs to the held-out split: small
+# numbers allow few distinct problems, and a run trains on a few hundred prompts at most
 MIN_MAX_NUMBER, MAX_MAX_NUMBER = 10, 1000
 
 NAMES = [("Mia", "She"), ("Leo", "He"), ("Ava", "She"), ("Sam", "He"), ("Zoe", "She"), ("Ben", "He"),
@@ -148,7 +149,7 @@ def as_dataset(problems: list[Problem]) -> Dataset:
 
 def load_environment(
     difficulty: str = "mixed",
-    num_examples: int = 2000,
+    num_examples: int = 500,
     num_eval_examples: int = 200,
     max_number: int = 50,
     seed: int = 0,
