@@ -4,6 +4,9 @@ The child is a plain script started by path (`python -P helpers/local/<script>.p
 not import the helpers package (pandas, verifiers, weave: seconds of start-up it does not need).
 Each start gets a random API key that only this process knows (the child refuses requests
 without it), and the child exits by itself when this process dies, even mid start-up.
+
+A workshop's shared server (scripts/serve_room.py) may bind another address and use a key the
+instructor hands out: `check_bind_address` allows that only with such a key, and warns.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -28,7 +32,8 @@ from helpers.local.scrubbing import register_secret
 if TYPE_CHECKING:
     import openai
 
-HOST = "127.0.0.1"
+HOST = "127.0.0.1"  # every server binds here unless an instructor names another address
+MIN_KEY_CHARS = 16
 HERE = Path(__file__).resolve().parent
 # Requests to our own servers never go through a proxy (an HTTP_PROXY without NO_PROXY=127.0.0.1
 # would otherwise swallow them, and the server would seem never to start).
@@ -57,28 +62,57 @@ class Endpoint:
         return f"model: {self.model} on the endpoint at {self.base_url} (OPENAI_BASE_URL is set)"
 
 
-def free_port() -> int:
+def free_port(host: str = HOST) -> int:
     with socket.socket() as sock:
-        sock.bind((HOST, 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
-def port_is_free(port: int) -> bool:
+def port_is_free(port: int, host: str = HOST) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
         try:
-            sock.bind((HOST, port))
+            sock.bind((host, port))
             sock.listen()
         except OSError:
             return False
         return True
 
 
+def connect_host(host: str) -> str:
+    """The address a client on this machine uses for a server bound to `host` (a wildcard means loopback)."""
+    return {"0.0.0.0": HOST, "": HOST}.get(host, host)
+
+
+def check_bind_address(host: str, key: str | None) -> None:
+    """A server binds an address other than 127.0.0.1 only with a key the instructor hands out, and says so.
+
+    Raises EndpointError (naming the fix) without a key, or with one too short to resist guessing.
+    """
+    if key is not None and len(key) < MIN_KEY_CHARS:
+        raise EndpointError(
+            f"The server's key is {len(key)} characters long; use at least {MIN_KEY_CHARS}, e.g. "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`, or leave it unset for a random one.")
+    if host == HOST:
+        return
+    if not key:
+        raise EndpointError(
+            f"Serving on {host} (not {HOST}) needs a key that you hand out: set one "
+            "(scripts/serve_room.py prints a random one when COURSE_ROOM_KEY is unset), or leave the address "
+            f"at {HOST}, which only this machine can reach.")
+    warnings.warn(
+        f"The model server listens on {host}: every machine that can reach this address and has the key "
+        "can use it. Hand the key only to your learners, and stop the server (Ctrl-C) after the workshop.",
+        stacklevel=3)
+
+
 class ChildServer:
     """A subclass provides `port`, `startup_timeout_s`, `process` (None until started), `label`,
     `log_name`, `endpoint_kind` and `served_model`, and calls `_launch(script, args)` from its
-    start(). `api_key` is this start's key."""
+    start(). `api_key` is this start's key: `key` when one was given, else a random one."""
 
+    host = HOST
+    key: str | None = None
     label = "model server"
     log_name = "model-server"  # runs/logs/<log_name>-<port>.log
     endpoint_kind = "local"
@@ -94,7 +128,7 @@ class ChildServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{HOST}:{self.port}/v1"
+        return f"http://{connect_host(self.host)}:{self.port}/v1"
 
     @property
     def log_path(self) -> Path:
@@ -105,7 +139,7 @@ class ChildServer:
 
     def _launch(self, script: str, args: list[str]) -> None:
         started = time.monotonic()
-        self.api_key = secrets.token_urlsafe(24)
+        self.api_key = self.key or secrets.token_urlsafe(24)
         register_secret(self.api_key)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -128,7 +162,7 @@ class ChildServer:
                     f"Last lines of {self.log_path}:\n{self._log_tail()}"
                 )
             try:
-                with NO_PROXY_OPENER.open(f"http://{HOST}:{self.port}/health", timeout=2) as r:
+                with NO_PROXY_OPENER.open(self.base_url.removesuffix("/v1") + "/health", timeout=2) as r:
                     if r.status == 200:
                         self.startup_s = time.monotonic() - started
                         return

@@ -2,8 +2,9 @@
 
 Started by helpers.local.llama_server.LocalModelServer as `python -P helpers/local/llama_child.py ...`;
 it runs in its own process so that the notebook kernel stays responsive, a kernel restart does not
-leave a server behind, and stopping it frees the port at once. It binds 127.0.0.1 only, answers
-only requests that carry the per-start API key, and allows no other web origin.
+leave a server behind, and stopping it frees the port at once. It binds 127.0.0.1 unless the
+parent names another address (a workshop's shared server, which the parent allows only with an
+instructor's key), answers only requests that carry the key, and allows no other web origin.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent))  # for child_guard (stdlib only)
 from child_guard import exit_with_parent, server_key
 
-HOST = "127.0.0.1"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--alias", required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to bind (the parent checks it)")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--parallel", type=int, required=True)
@@ -40,12 +40,12 @@ def main() -> None:
     params = xlc.CommonParams()
     params.model.path = args.model
     params.model_alias = {args.alias}  # a set of names: a plain string would become a set of its letters
-    params.hostnames = [HOST]  # loopback only, never 0.0.0.0
+    params.hostnames = [args.host]  # 127.0.0.1 unless an instructor named an address (with a key)
     params.port = args.port
     params.api_keys = [server_key()]  # requests without it get 401 (only /health is open)
     # Browsers may only read answers for the server's own origin, and it serves no pages (ui off):
     # a web page open in the learner's browser cannot use this server.
-    params.cors_origins = f"http://{HOST}:{args.port}"
+    params.cors_origins = f"http://{args.host}:{args.port}"
     params.cors_origins_explicit = True
     params.ui = False
     params.n_parallel = args.parallel

