@@ -1,0 +1,574 @@
+"""Which CPU GRPO setting raises held-out *accuracy*, not only the format reward? (course issue 21)
+
+Per setting and seed: a real GRPO run with the course's own pieces (TRL's GRPOConfig and
+ServerRolloutGRPOTrainer sampling from a llama.cpp PolicyServer, rewards from the environment's
+verifiers rubric through grpo.RubricRewards, grpo.StepTimer), a fixed number of steps, and greedy
+evaluations of the held-out problems on the same PolicyServer (the float16 GGUF export of the
+weights, as notebook 02 does) before and after. The base evaluation is done once per setting
+(greedy on the same weights is deterministic) and kept in the result file.
+
+    .venv/bin/python scripts/bench_learnability.py --settings arith --seeds 0 1 2
+    .venv/bin/python scripts/bench_learnability.py --settings arith --time-steps 4   # s/step only, no eval
+    .venv/bin/python scripts/bench_learnability.py --base-only --settings gsm8k gsm8k-easy arith
+    .venv/bin/python scripts/bench_learnability.py --table                             # every setting's file
+
+Accuracy is scored two ways on every held-out completion: strict (the number gsm8k-course's
+HashParser extracts after the last '####' equals the gold answer: the rubric's correct_answer) and
+lenient (the last number anywhere in the completion equals it), so a gain from the format alone
+is told apart from a gain in solving. Hack indicators per evaluation: share of completions with two
+or more '####' lines, share cut at the token cap, mean length in tokens.
+
+The difference after - before comes with two 95% intervals: a paired bootstrap over the held-out
+problems (each problem's after-minus-before averaged over the seeds; 10,000 resamples), which
+counts problem sampling, and a t-interval over the seeds' accuracy differences, which counts seed
+to seed variation. The goal (issue 21): a gain of at least 10 points whose intervals both exclude 0.
+
+Each setting's runs are merged into benchmarks/results/learnability-<setting>-<date>.json (a run
+of the same seed and steps replaces the earlier one), so the grid can be run one seed at a time.
+Timings depend on the machine's load: each run records the load average and the CPU's flags; take
+s/step from a run under `flock -x /tmp/course-cpu.lock` (the --time-steps mode is meant for that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_results import RESULTS_DIR, machine_info, write_result
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One candidate: the task, the GRPO knobs and the evaluation, all fixed."""
+
+    description: str
+    task: str  # "gsm8k", "gsm8k-easy" or "word-arithmetic"
+    env_args: dict = field(default_factory=dict)
+    steps: int = 20
+    learning_rate: float = 5e-5
+    num_generations: int = 4
+    prompts_per_step: int = 2
+    max_completion_length: int = 200
+    temperature: float = 0.9
+    train_top_layers: int = 0  # 0: every weight; k: only the last k decoder layers (+ final norm)
+    bf16: bool = False  # bfloat16 autocast for the update (fast only where the CPU has bf16 instructions)
+    eval_max_tokens: int = 200
+    num_eval: int = 200
+    reward: str = "hash_format"  # the format reward beside correct_answer: "hash_format" or "one_final_answer"
+
+
+NOTEBOOK_02 = dict(learning_rate=5e-5, num_generations=4, prompts_per_step=2, max_completion_length=200,
+                   temperature=0.9)
+ONE_STEP_20 = {"difficulty": "one-step", "max_number": 20}  # base ~22% strict (--explore): room to learn
+SETTINGS: dict[str, Setting] = {
+    "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
+    "gsm8k-easy": Setting("GSM8K problems whose reference solution has 1-2 <<...>> calculator steps, "
+                          "notebook 02's knobs", "gsm8k-easy", **NOTEBOOK_02),
+    "arith-top6": Setting("word-arithmetic one-step, numbers up to 20; notebook 02's knobs but 128 tokens; "
+                          "only the top 6 of 30 layers trained (a step ~3x cheaper)", "word-arithmetic",
+                          ONE_STEP_20, steps=40, **{**NOTEBOOK_02, "max_completion_length": 128},
+                          train_top_layers=6, eval_max_tokens=128),
+    "arith": Setting("word-arithmetic one-step, numbers up to 20; notebook 02's knobs but 128 tokens; every "
+                     "weight, bfloat16 autocast (faster only on a CPU with AMX/avx512_bf16)", "word-arithmetic",
+                     ONE_STEP_20, steps=40, **{**NOTEBOOK_02, "max_completion_length": 128}, bf16=True,
+                     eval_max_tokens=128),
+}
+
+
+# ----------------------------------------------------------------------------- the tasks
+
+
+def gsm8k_easy(split: str, max_annotations: int = 2):
+    """GSM8K rows whose reference solution has 1..max_annotations '<<...>>' calculator annotations
+    (prepared as gsm8k-course prepares GSM8K: question, answer = the number after '####')."""
+    import gsm8k_course
+
+    data_dir = os.environ.get("GSM8K_DIR")
+    raw = gsm8k_course._raw_from_dir(Path(data_dir), split) if data_dir else gsm8k_course._raw_from_hub(split)
+    raw = raw.filter(lambda row: 1 <= row["answer"].count("<<") <= max_annotations)
+    return gsm8k_course.prepare(raw)
+
+
+def one_final_answer(completion, **kwargs) -> float:
+    """1.0 when the reply's last non-empty line is '#### <number>' and it is the only '####' line; else 0.0."""
+    if isinstance(completion, list):
+        completion = "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+    lines = [line.strip() for line in str(completion).splitlines() if line.strip()]
+    if not lines or sum("####" in line for line in lines) != 1:
+        return 0.0
+    return 1.0 if re.fullmatch(r"####\s*\$?-?\d[\d,]*(?:\.\d+)?\.?", lines[-1]) else 0.0
+
+
+def load_env(setting: Setting, num_train: int = 400):
+    """The setting's verifiers environment: its dataset (training prompts), eval_dataset (held-out)
+    and rubric (correct_answer + 0.5 x the format reward)."""
+    import verifiers as vf
+    from gsm8k_course import HASH_SYSTEM_PROMPT, HashParser, correct_answer, make_rubric
+
+    if setting.task == "gsm8k":
+        env = vf.load_environment("gsm8k-course", variant="hash", num_examples=500,
+                                  num_eval_examples=setting.num_eval, seed=0)
+    elif setting.task == "gsm8k-easy":
+        parser = HashParser()
+        train, test = gsm8k_easy("train"), gsm8k_easy("test")
+        env = vf.SingleTurnEnv(dataset=train.shuffle(seed=0).select(range(min(num_train, len(train)))),
+                               eval_dataset=test.shuffle(seed=0).select(range(setting.num_eval)),
+                               system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser, "hash"))
+    elif setting.task == "word-arithmetic":
+        env = vf.load_environment("word-arithmetic", num_examples=num_train, num_eval_examples=setting.num_eval,
+                                  **setting.env_args)
+    else:
+        raise ValueError(f"unknown task {setting.task!r}")
+    if setting.reward == "one_final_answer":
+        env.rubric = vf.Rubric(funcs=[correct_answer, one_final_answer], weights=[1.0, 0.5], parser=env.parser)
+    elif setting.reward != "hash_format":
+        raise ValueError(f"reward must be 'hash_format' or 'one_final_answer', not {setting.reward!r}")
+    return env
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def hash_lines(text: str) -> int:
+    return len(_HASH_LINE.findall(text))
+
+
+def lenient_correct(text: str, answer: str) -> float:
+    from gsm8k_course import canonical_number
+
+    numbers = _NUMBER.findall(text)
+    return 1.0 if numbers and canonical_number(numbers[-1]) == canonical_number(answer) else 0.0
+
+
+def evaluate(server, tokenizer, env, max_tokens: int) -> dict:
+    """Greedy completions of every held-out problem from the server's current weights, scored."""
+    from gsm8k_course import correct_answer
+
+    data = env.eval_dataset
+    prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in data["prompt"]]
+    started = time.monotonic()
+    completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
+    texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
+    strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
+    lenient = [lenient_correct(t, a) for t, a in zip(texts, data["answer"])]
+    n = len(texts)
+    return {
+        "n": n, "seconds": round(time.monotonic() - started, 1),
+        "strict": sum(strict) / n, "lenient": sum(lenient) / n,
+        "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
+        "one_final_answer": sum(one_final_answer(t) for t in texts) / n,
+        "multi_hash": sum(hash_lines(t) >= 2 for t in texts) / n,
+        "cut": sum(not c.finished for c in completions) / n,
+        "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
+        "mean_tokens": sum(len(c.token_ids) for c in completions) / n,
+        "strict_per_problem": [int(s) for s in strict], "lenient_per_problem": [int(s) for s in lenient],
+        "examples": texts[:3],
+    }
+
+
+# ----------------------------------------------------------------------------- one run
+
+
+def load_model(setting: Setting):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers import grpo
+
+    model_dir = grpo.start_model("cpu")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if setting.train_top_layers:
+        layers = model.model.layers
+        if not 0 < setting.train_top_layers <= len(layers):
+            raise ValueError(f"train_top_layers must be 1..{len(layers)}, not {setting.train_top_layers}")
+        for p in model.parameters():  # the backward pass stops below the first trainable layer
+            p.requires_grad_(False)
+        for module in (*layers[-setting.train_top_layers:], model.model.norm):
+            for p in module.parameters():
+                p.requires_grad_(True)
+    return model, AutoTokenizer.from_pretrained(model_dir)
+
+
+def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = None, evaluate_after: bool = True,
+              base_done: bool = True, on_base=None) -> dict:
+    """One GRPO run of `setting` with `seed`; returns its figures (and the base evaluation when
+    `base_done` is False)."""
+    import torch
+    from transformers import TrainerCallback
+    from trl import GRPOConfig
+
+    from helpers import grpo
+    from helpers.local.policy_server import PolicyServer
+    from helpers.local.server_rollouts import ServerRolloutGRPOTrainer
+
+    steps = setting.steps if steps is None else steps
+    torch.set_num_threads(threads)
+    env = load_env(setting)
+    model, tokenizer = load_model(setting)
+    rewards = grpo.RubricRewards(env.rubric)
+    result: dict = {"seed": seed, "steps": steps, "threads": threads, "machine": run_machine()}
+    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="learnability",
+                                                            threads=threads) as server:
+        server.sync(model, step=0)
+        if not base_done:
+            result["base"] = evaluate(server, tokenizer, env, setting.eval_max_tokens)
+            print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
+                  f"{result['base']['seconds']:.0f} s", flush=True)
+            if on_base:
+                on_base(result["base"])
+        if steps == 0:  # the base evaluation only
+            return result
+        config = GRPOConfig(
+            output_dir=str(Path(tmp) / "out"), seed=seed, learning_rate=setting.learning_rate,
+            num_generations=setting.num_generations,
+            per_device_train_batch_size=setting.prompts_per_step * setting.num_generations,
+            max_completion_length=setting.max_completion_length, temperature=setting.temperature, beta=0.0,
+            max_steps=steps, reward_weights=rewards.weights, lr_scheduler_type="constant", max_prompt_length=256,
+            logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+            use_cpu=True, bf16=setting.bf16, fp16=False, use_vllm=False,
+            # top layers only: nothing to recompute below them, and checkpointing would make TRL ask
+            # for input gradients, which runs the backward pass through the frozen layers again
+            gradient_checkpointing=not setting.train_top_layers)
+        trainer = ServerRolloutGRPOTrainer(
+            model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
+            train_dataset=env.dataset.select_columns(["prompt", "answer"]), policy_server=server)
+        trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
+        multi_hash: list[float] = []
+
+        class HackWatch(TrainerCallback):  # share of each step's sampled completions with 2+ '####' lines
+            def on_step_end(self, args, state, control, **kwargs):
+                texts = rewards.last_batch["completions"] if rewards.last_batch else []
+                multi_hash.append(sum(hash_lines(t) >= 2 for t in texts) / max(len(texts), 1))
+
+        trainer.add_callback(HackWatch())
+        started = time.monotonic()
+        trainer.train()
+        result["train_minutes"] = round((time.monotonic() - started) / 60, 2)
+        result["training"] = training_figures(trainer.state.log_history, rewards.names, multi_hash)
+        result["peak_rss_gb"] = round(grpo.peak_rss_gb(), 2)
+        if evaluate_after:
+            server.sync(model, step=steps)
+            result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens)
+    result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def training_figures(log_history: list[dict], names: list[str], multi_hash: list[float], n: int = 5) -> dict:
+    """Mean s/step (and its split), the reward and each reward function over the first and last n steps."""
+    steps = [e for e in log_history if "loss" in e and "step" in e]
+    out: dict = {"steps_logged": len(steps)}
+    timed = steps[1:] or steps  # the first step also loads and warms up: not counted in s/step
+    for key in ("step_s", "generation_s", "sync_s", "scoring_s", "update_s"):
+        values = [e[f"timing/{key}"] for e in timed if f"timing/{key}" in e]
+        out[f"sec_per_step_{key.removesuffix('_s')}" if key != "step_s" else "sec_per_step"] = \
+            round(sum(values) / len(values), 2) if values else None
+    series = {"reward": "reward", "clipped_ratio": "completions/clipped_ratio",
+              "mean_length": "completions/mean_length", **{name: f"rewards/{name}/mean" for name in names}}
+    for label, key in series.items():
+        values = [e[key] for e in steps if key in e]
+        if values:
+            k = min(n, max(len(values) // 2, 1))
+            out[f"{label}_first"] = round(sum(values[:k]) / k, 4)
+            out[f"{label}_last"] = round(sum(values[-k:]) / k, 4)
+    if multi_hash:
+        k = min(n, max(len(multi_hash) // 2, 1))
+        out["multi_hash_first"] = round(sum(multi_hash[:k]) / k, 4)
+        out["multi_hash_last"] = round(sum(multi_hash[-k:]) / k, 4)
+    return out
+
+
+def cpu_flags() -> dict:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return {flag: flag in flags for flag in CPU_FLAGS}
+
+
+def run_machine() -> dict:
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cpu_flags": cpu_flags(),
+            "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+
+
+def update_timing(threads: int, batch: int = 8, prompt: int = 90, completion: int = 128, repeats: int = 2) -> dict:
+    """Seconds per training update (forward, backward, AdamW) of SmolLM2-135M on a batch of random
+    tokens: float32 vs bfloat16 autocast, every weight vs the top 6 layers. The first update is not
+    counted (it allocates the optimizer state)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    cases = []
+    for bf16 in (False, True):
+        for top in (0, 6):
+            torch.manual_seed(0)
+            model, _ = load_model(replace(SETTINGS["arith"], train_top_layers=top))
+            if not top:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train()
+            optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+            ids = torch.randint(100, 40000, (batch, prompt + completion))
+            seconds = []
+            for _ in range(repeats + 1):
+                started = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    logits = model(ids, logits_to_keep=completion + 1).logits[:, :-1].float()
+                loss = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion:, None]).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                seconds.append(time.perf_counter() - started)
+            cases.append({"bf16": bf16, "train_top_layers": top, "gradient_checkpointing": not top,
+                          "seconds_per_update": round(sum(seconds[1:]) / repeats, 2)})
+            print(json.dumps(cases[-1]), flush=True)
+    return {"batch": batch, "tokens": batch * (prompt + completion), "threads": threads, "cases": cases}
+
+
+SHORT_PROMPT = "Give only the final answer, on one line, as '#### <number>'."
+EXPLORE = [  # word-arithmetic designs whose base accuracy is measured before any training (--explore)
+    ({"difficulty": "one-step", "max_number": 20}, None, 128),
+    ({"difficulty": "one-step", "max_number": 20}, SHORT_PROMPT, 32),
+    ({"difficulty": "one-step", "max_number": 10}, None, 128),
+    ({"difficulty": "mixed", "max_number": 20}, None, 128),
+]
+
+
+def explore(threads: int, n: int) -> list[dict]:
+    """Base accuracy (greedy) of each EXPLORE design on its first n held-out problems."""
+    import torch
+    import verifiers as vf
+
+    from helpers.local.policy_server import PolicyServer
+
+    torch.set_num_threads(threads)
+    model, tokenizer = load_model(SETTINGS["arith"])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="explore", threads=threads) as server:
+        server.sync(model, step=0)
+        for env_args, prompt, max_tokens in EXPLORE:
+            try:
+                env = vf.load_environment("word-arithmetic", num_examples=1, num_eval_examples=n,
+                                          system_prompt=prompt, **env_args)
+            except RuntimeError:  # fewer than n held-out problems exist: take them all
+                env = vf.load_environment("word-arithmetic", num_examples=1, num_eval_examples=60,
+                                          system_prompt=prompt, **env_args)
+            out = evaluate(server, tokenizer, env, max_tokens)
+            rows.append({"env_args": env_args, "system_prompt": prompt, "max_tokens": max_tokens,
+                         **{k: v for k, v in out.items() if not k.endswith("_per_problem")}})
+            print(json.dumps({k: rows[-1][k] for k in ("env_args", "system_prompt", "max_tokens", "strict",
+                                                       "lenient", "format", "cut", "mean_tokens", "seconds")}),
+                  flush=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def t_quantile_975(df: int) -> float:
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+    return table.get(df, 1.96 if df > 30 else 2.2)
+
+
+def difference(base: list[int], afters: list[list[int]], resamples: int = 10_000) -> dict:
+    """after - base (mean over seeds), with a paired bootstrap interval over problems and a
+    t-interval over seeds."""
+    n = len(base)
+    per_problem = [sum(a[i] for a in afters) / len(afters) - base[i] for i in range(n)]
+    mean = sum(per_problem) / n
+    rng = random.Random(0)
+    boots = sorted(sum(per_problem[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    out = {"mean": round(mean, 4), "bootstrap_95": [round(boots[int(0.025 * resamples)], 4),
+                                                    round(boots[int(0.975 * resamples) - 1], 4)]}
+    per_seed = [sum(a) / n - sum(base) / n for a in afters]
+    if len(per_seed) >= 2:
+        sd = math.sqrt(sum((d - mean) ** 2 for d in per_seed) / (len(per_seed) - 1))
+        half = t_quantile_975(len(per_seed) - 1) * sd / math.sqrt(len(per_seed))
+        out["t_95_over_seeds"] = [round(mean - half, 4), round(mean + half, 4)]
+    out["per_seed"] = [round(d, 4) for d in per_seed]
+    return out
+
+
+def summarize(record: dict) -> dict:
+    """The setting's figures over its runs with the most common step budget."""
+    runs = record.get("runs", [])
+    base = record.get("base")
+    if not runs or not base:
+        return {}
+    budget = max({r["steps"] for r in runs}, key=lambda s: sum(r["steps"] == s for r in runs))
+    runs = [r for r in runs if r["steps"] == budget and "after" in r]
+    if not runs:
+        return {}
+    out = {"steps": budget, "seeds": [r["seed"] for r in runs]}
+    for kind in ("strict", "lenient"):
+        out[f"base_{kind}"] = base[kind]
+        out[f"after_{kind}"] = round(sum(r["after"][kind] for r in runs) / len(runs), 4)
+        out[f"after_{kind}_per_seed"] = [r["after"][kind] for r in runs]
+        out[f"diff_{kind}"] = difference(base[f"{kind}_per_problem"], [r["after"][f"{kind}_per_problem"] for r in runs])
+    for key in ("train_minutes",):
+        out[key] = round(sum(r[key] for r in runs) / len(runs), 2)
+    for key in ("sec_per_step", "sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"):
+        values = [r["training"].get(key) for r in runs if r["training"].get(key) is not None]
+        out[key] = round(sum(values) / len(values), 2) if values else None
+    for key in ("hack", "multi_hash", "cut", "mean_tokens", "format", "one_final_answer"):
+        out[f"base_{key}"] = base[key]
+        out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
+    d = out["diff_strict"]
+    intervals = [d["bootstrap_95"]] + ([d["t_95_over_seeds"]] if "t_95_over_seeds" in d else [])
+    out["reaches_goal"] = bool(len(runs) >= 3 and d["mean"] >= 0.10 and all(lo > 0 for lo, _ in intervals))
+    return out
+
+
+# ----------------------------------------------------------------------------- result files
+
+
+def result_path(name: str) -> Path | None:
+    files = sorted(RESULTS_DIR.glob(f"learnability-{name}-2*.json"))
+    return files[-1] if files else None
+
+
+def load_record(bench: str, name: str, setting: Setting) -> dict:
+    path = result_path(name) if bench == "learnability" else None
+    if path is None:
+        return {"setting": name, **asdict(setting), "base": None, "runs": []}
+    record = json.loads(path.read_text())
+    if {k: record.get(k) for k in asdict(setting)} != asdict(setting):
+        print(f"  {path.name} holds another configuration of {name!r}: starting its runs afresh", flush=True)
+        return {"setting": name, **asdict(setting), "base": None, "runs": []}
+    return record
+
+
+def save_record(bench: str, name: str, record: dict, info: dict) -> Path:
+    keep = {k: v for k, v in record.items() if k not in ("bench", "date", "commit", "cpu", "cores", "python",
+                                                         "load_avg_before", "load_avg_after")}
+    keep["cpu_flags"] = cpu_flags()
+    keep["summary"] = summarize(record)
+    return write_result(bench, info, keep, suffix=name)
+
+
+def run_setting(name: str, setting: Setting, seeds: list[int], threads: int) -> dict:
+    """Each seed's run of `setting`, merged into its result file as soon as it ends (the file is read
+    again before writing, so runs of other seeds in other processes are kept)."""
+    info = machine_info()
+    record = load_record("learnability", name, setting)
+    for seed in seeds:
+        print(f"learnability: {name}, seed {seed}, {setting.steps} steps ...", flush=True)
+
+        def save_base(base: dict) -> None:  # other processes of this setting can start training now
+            latest = load_record("learnability", name, setting)
+            if latest.get("base") is None:
+                save_record("learnability", name, {**latest, "base": base}, info)
+
+        out = train_run(setting, seed, threads, base_done=record.get("base") is not None, on_base=save_base)
+        record = load_record("learnability", name, setting)
+        if "base" in out:
+            base = out.pop("base")
+            record["base"] = record.get("base") or base
+        record["runs"] = [r for r in record["runs"] if (r["seed"], r["steps"]) != (seed, setting.steps)] + [out]
+        a = out["after"]
+        print(f"  after: strict {a['strict']:.3f}, lenient {a['lenient']:.3f}, hack {a['hack']:.2f}; "
+              f"{out['train_minutes']:.1f} min, {out['training']['sec_per_step']} s/step", flush=True)
+        save_record("learnability", name, record, info)  # after every run: a partial grid is kept
+    return record
+
+
+def print_table(records: list[dict]) -> None:
+    header = ("setting", "base strict/lenient", "after strict/lenient", "diff strict [boot 95%] [t 95%]",
+              "diff lenient", "steps", "min", "s/step (gen/sync/upd)", "hack before->after", "goal")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for record in records:
+        s = record.get("summary") or summarize(record)
+        if not s:
+            base = record.get("base")
+            if base:
+                print(f"| {record['setting']} | {base['strict']:.3f} / {base['lenient']:.3f} | (no runs) |"
+                      + " |" * (len(header) - 3))
+            continue
+        d, dl = s["diff_strict"], s["diff_lenient"]
+        t = d.get("t_95_over_seeds")
+        split = "/".join(f"{s[k]:.1f}" if s.get(k) is not None else "-" for k in
+                         ("sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"))
+        print(f"| {record['setting']} | {s['base_strict']:.3f} / {s['base_lenient']:.3f} | "
+              f"{s['after_strict']:.3f} / {s['after_lenient']:.3f} | {d['mean']:+.3f} {d['bootstrap_95']}"
+              f"{f' {t}' if t else ''} | {dl['mean']:+.3f} {dl['bootstrap_95']} | {s['steps']} "
+              f"(seeds {s['seeds']}) | {s['train_minutes']:.1f} | {s['sec_per_step']} ({split}) | "
+              f"{s['base_hack']:.2f} -> {s['after_hack']:.2f} | {'yes' if s['reaches_goal'] else 'no'} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: idle cores)")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="override a Setting field for an exploratory run (the result file is then named "
+                             "after the setting plus the overrides)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--time-steps", type=int, help="train this many steps and report s/step only (no evaluation)")
+    mode.add_argument("--base-only", action="store_true", help="only the base evaluation of each setting")
+    mode.add_argument("--table", action="store_true", help="print the table of every committed result file")
+    mode.add_argument("--explore", type=int, metavar="N",
+                      help="base accuracy of the EXPLORE task designs on N held-out problems each (no training)")
+    mode.add_argument("--update-timing", action="store_true",
+                      help="s/update: float32 vs bfloat16, all weights vs the top 6 layers (run under flock -x)")
+    args = parser.parse_args()
+    if args.table:
+        print_table([json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("learnability-*.json"))])
+        return
+    from helpers import grpo
+
+    threads = args.threads or grpo.default_threads()
+    if args.update_timing:
+        info = machine_info()
+        write_result("learnability", info, {"cpu_flags": cpu_flags(), **update_timing(threads)}, suffix="update")
+        return
+    if args.explore:
+        info = machine_info()
+        write_result("learnability", info, {"cpu_flags": cpu_flags(), "n": args.explore,
+                                            "designs": explore(threads, args.explore)}, suffix="explore")
+        return
+    records = []
+    for name in args.settings:
+        setting, label = SETTINGS[name], name
+        for key, value in args.parameter:
+            kind = type(getattr(setting, key))
+            setting = replace(setting, **{key: json.loads(value) if kind in (dict, bool) else kind(value)})
+            label += f"_{key}={value}"
+        if args.time_steps:
+            out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)
+            print(json.dumps({"setting": label, "threads": threads, **out["training"],
+                              "train_minutes": out["train_minutes"], "machine": out["machine"]}), flush=True)
+            continue
+        if args.base_only:
+            info, record = machine_info(), load_record("learnability", label, setting)
+            if record.get("base") is None:
+                out = train_run(setting, 0, threads, steps=0, base_done=False)
+                record["base"] = out["base"]
+                save_record("learnability", label, record, info)
+            records.append(record)
+            continue
+        records.append(run_setting(label, setting, args.seeds, threads))
+    if records:
+        print()
+        print_table(records)
+
+
+if __name__ == "__main__":
+    main()
