@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Adds what a workshop hub needs to the course's .venv (after scripts/setup_env.sh): JupyterHub and its
+# idle culler and authenticator (exact pins in workshop/requirements-hub.txt, installed with the
+# course's own pins as constraints, so none of them moves), and JupyterHub's proxy from npm
+# (workshop/proxy/package-lock.json) into .venv/hub-proxy. Safe to re-run: it does nothing when
+# nothing changed. Learners' servers run from this .venv as their own Unix users, so the course folder
+# and the Python the venv was made from must be reachable by them: it checks that, and with
+# COURSE_HUB_OPEN_PARENTS=1 it makes the folders on the way traversable (chmod o+x: no listing) where
+# they are not.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+
+root=$(pwd)
+python_home=$(.venv/bin/python -c 'import sys; print(sys.base_prefix)')
+closed=()
+for dir in "$root" "$python_home"; do
+  while [ "$dir" != / ]; do
+    [ "$(( 0$(stat -c %a "$dir") & 1 ))" -eq 1 ] || closed+=("$dir")
+    dir=$(dirname "$dir")
+  done
+done
+if [ "${#closed[@]}" -gt 0 ]; then
+  if [ "${COURSE_HUB_OPEN_PARENTS:-}" = 1 ]; then
+    echo "setup_hub: letting learners pass through (chmod o+x): ${closed[*]}"
+    chmod o+x "${closed[@]}"
+  else
+    echo "setup_hub: learners' servers run as their own users and cannot reach the course ($root) or its" \
+      "Python ($python_home): ${closed[*]} cannot be passed by others. Put both somewhere like /opt" \
+      "(e.g. PYTHON=/usr/bin/python3.11 and the course under /opt/course), or re-run with" \
+      "COURSE_HUB_OPEN_PARENTS=1 to chmod o+x those folders." >&2
+    exit 1
+  fi
+fi
+
+command -v npm >/dev/null || {
+  echo "setup_hub: npm is missing (JupyterHub's proxy is a Node.js program): install Node.js 20 or newer," \
+    "e.g. \`apt-get install nodejs npm\`." >&2
+  exit 1
+}
+stamp=".venv/.hub-installed-$(cat workshop/requirements-hub.txt workshop/proxy/package-lock.json | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ] && [ -x .venv/hub-proxy/node_modules/.bin/configurable-http-proxy ]; then
+  echo "setup_hub: the hub is up to date"
+  exit 0
+fi
+start=$(date +%s)
+echo "setup_hub: installing JupyterHub into .venv (workshop/requirements-hub.txt; the course's pins stay)"
+.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q \
+  -r workshop/requirements-hub.txt -c requirements.txt
+echo "setup_hub: installing JupyterHub's proxy (npm: configurable-http-proxy) into .venv/hub-proxy"
+rm -rf .venv/hub-proxy
+mkdir -p .venv/hub-proxy
+cp workshop/proxy/package.json workshop/proxy/package-lock.json .venv/hub-proxy/
+npm ci --prefix .venv/hub-proxy --omit=dev --no-audit --no-fund --loglevel=error
+rm -f .venv/.hub-installed-*
+touch "$stamp"
+echo "setup_hub: done in $(( $(date +%s) - start )) s; start the hub with" \
+  "\`.venv/bin/jupyterhub -f workshop/jupyterhub_config.py\` (INSTRUCTOR_GUIDE.md: the room)"

@@ -1,0 +1,356 @@
+"""The workshop hub (workshop/jupyterhub_config.py) for real, on 127.0.0.1: JupyterHub and its proxy as
+installed by scripts/setup_hub.sh, three learners created through the hub's REST API, their servers
+started, and in each learner's own kernel a short notebook-01 evaluation against one shared llama.cpp
+server (scripts/serve_room.py's). Each learner's runs and traces must land in their own folder, no
+learner may read another's, and the limits must hold.
+
+Needs root (it creates Unix users, as the hub does for a room) and cgroups; CI runs as root. Everything
+binds to 127.0.0.1; the hub, its proxy, the learners' servers and their kernels all live in one cgroup
+tree, and a watcher process removes that tree, the test's users and their group if this test process
+dies, so nothing is left running even when the test is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "workshop"), str(ROOT / "scripts")]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
+                                reason="the hub test creates Unix users and cgroups: run it as root on Linux (CI does)")
+
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+MEM_LIMIT = 6 * 2**30  # the config's default, COURSE_HUB_MEM_LIMIT=6G
+CPU_LIMIT = 2.0
+
+# Runs in each learner's kernel: notebook 01's calls (tracing, endpoint from the environment, the course's
+# GSM8K environment, env.evaluate, a saved run), kept short; then it tries to read the other learners' runs.
+LEARNER_CELL = """
+import getpass, json, os
+from pathlib import Path
+import verifiers as vf
+import helpers
+
+tracing = helpers.init_tracing("verifiers-course", quiet=True)
+endpoint = helpers.get_client(quiet=True)
+env_args = {"variant": "hash", "eval_split": "test", "num_eval_examples": 2, "seed": 0}
+env = vf.load_environment("gsm8k-course", **env_args)
+sampling_args = {"temperature": 0.7, "max_tokens": 24}
+results = helpers.in_worker_thread(env.evaluate, endpoint.client, endpoint.model, sampling_args=sampling_args,
+                                   num_examples=2, rollouts_per_example=1, max_concurrent=2)
+run = helpers.record_evaluation(results, env, endpoint, name="hub_test", rollouts_per_example=1, wall_s=0.0,
+                                max_concurrent=2, sampling_args=sampling_args, env_args=env_args)
+saved = run.save()
+tracing.flush()
+others = {}
+for other in OTHERS:
+    try:
+        os.listdir(f"/home/{other}/runs")
+        others[other] = "read"
+    except PermissionError:
+        others[other] = "PermissionError"
+print("RESULT " + json.dumps({
+    "user": getpass.getuser(), "pid": os.getpid(), "runs_dir": os.environ.get("COURSE_RUNS_DIR"),
+    "store": str(tracing.store_path),
+    "gsm8k_dir": os.environ.get("GSM8K_DIR"), "kind": endpoint.kind, "model": endpoint.model,
+    "run_model": json.loads((saved / "run.json").read_text())["model"], "saved": str(saved),
+    "rollouts": len(run.rollouts), "others": others,
+}))
+"""
+
+# If the test process dies, this removes what the test made and puts folder modes back (it is started in
+# its own session, so it outlives a killed test).
+WATCHER = """
+import os, subprocess, sys, time
+sys.path.insert(0, {workshop!r})
+from course_hub import Cgroups
+test_pid = {test_pid}
+while True:
+    try:
+        os.kill(test_pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+Cgroups({cgroup!r}).kill()
+for user in {users!r}:
+    subprocess.run(["userdel", "--remove", user], capture_output=True)
+subprocess.run(["groupdel", {group!r}], capture_output=True)
+subprocess.run(["rm", "-rf", {data!r}])
+for path, mode in {modes!r}.items():
+    os.chmod(path, mode)
+"""
+
+
+@dataclass
+class Hub:
+    url: str
+    token: str
+    learners: list[str]
+    group: str
+    cgroups: object  # course_hub.Cgroups
+    process: subprocess.Popen
+    log: Path
+    room_key: str = ""
+    setup_s: float = 0.0
+
+    def api(self, method: str, path: str, body: dict | None = None, timeout: float = 30) -> tuple[int, dict]:
+        request = urllib.request.Request(f"{self.url}/hub/api{path}", method=method,
+                                         data=json.dumps(body).encode() if body is not None else None,
+                                         headers={"Authorization": f"token {self.token}",
+                                                  "Content-Type": "application/json"})
+        try:
+            with NO_PROXY.open(request, timeout=timeout) as reply:
+                text = reply.read().decode()
+                return reply.status, json.loads(text) if text else {}
+        except urllib.error.HTTPError as e:
+            return e.code, {"error": e.read().decode(errors="replace")}
+        except (urllib.error.URLError, ConnectionError) as e:  # not listening (yet)
+            return 0, {"error": str(e)}
+
+    def log_tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-40:])
+
+
+def _free_ports(count: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def _folders_on_the_way() -> set[Path]:
+    base = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return {folder for start in (ROOT, Path(base)) for folder in (start, *start.parents) if folder != Path("/")}
+
+
+def _remove_users(users: list[str], group: str) -> None:
+    for user in users:
+        subprocess.run(["userdel", "--remove", user], capture_output=True, check=False)
+    subprocess.run(["groupdel", group], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, gsm8k_dir):
+    from course_hub import Cgroups
+    from serve_room import room_server
+
+    started = time.monotonic()
+    # setup_hub.sh makes the folders above the course and its Python passable (o+x) where they are not
+    # (here: /root, where pyenv lives); their modes are put back afterwards.
+    modes = {path: path.stat().st_mode & 0o7777 for path in _folders_on_the_way()}
+    tag = uuid.uuid4().hex[:6]
+    learners = [f"hubtest{tag}{i}" for i in range(1, 4)]
+    group, cgroup_root = f"hubtest{tag}", f"course-hub-test-{tag}"
+    admin = f"{group}admin"  # the hub creates the instructor's account at start
+    data = tmp_path_factory.mktemp("hub")
+    cgroups = Cgroups(cgroup_root)
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", WATCHER.format(workshop=str(ROOT / "workshop"), test_pid=os.getpid(), cgroup=cgroup_root,
+                                              users=[*learners, admin], group=group, data=str(data),
+                                              modes={str(path): mode for path, mode in modes.items()})],
+        start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    token = secrets.token_hex(32)
+    port, hub_port, proxy_port = _free_ports(3)
+    config = data / "test_config.py"
+    config.write_text(f"""
+load_subconfig({str(ROOT / "workshop" / "jupyterhub_config.py")!r})
+c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_port}"
+c.JupyterHub.services.append({{"name": "course-test", "api_token": {token!r}}})
+c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-test"],
+    "scopes": ["admin:users", "admin:servers", "access:servers", "list:users", "read:users", "list:services",
+               "read:services"]}})
+""")
+    log = data / "jupyterhub.log"
+    try:
+        setup = subprocess.run(["bash", "scripts/setup_hub.sh"], check=False, cwd=ROOT, capture_output=True,
+                               text=True, stdin=subprocess.DEVNULL, timeout=900,
+                               env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1"})
+        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-3000:]
+        with room_server(parallel=4, key=secrets.token_urlsafe(24)) as room:
+            env = {**os.environ, "OPENAI_BASE_URL": room.base_url, "OPENAI_API_KEY": room.api_key,
+                   "OPENAI_MODEL": room.alias, "GSM8K_DIR": str(gsm8k_dir), "COURSE_HUB_DATA": str(data / "hub"),
+                   "COURSE_HUB_CGROUP": cgroup_root, "COURSE_HUB_GROUP": group,
+                   "COURSE_HUB_ADMIN": admin}
+            # The hub joins its own cgroup before it starts: its proxy, services and learners' servers inherit it.
+            join = " ".join(f"echo $$ > {f};" for f in cgroups.procs_files("hub"))
+            with open(log, "wb") as out:
+                process = subprocess.Popen(
+                    ["sh", "-c", f'{join} exec "$@"', "hub", str(ROOT / ".venv" / "bin" / "jupyterhub"),
+                     "-f", str(config)], cwd=data, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL)
+            hub = Hub(f"http://127.0.0.1:{port}", token, learners, group, cgroups, process, log, room.api_key)
+            deadline = time.monotonic() + 120
+            while hub.api("GET", "/")[0] != 200:
+                assert process.poll() is None, f"the hub exited:\n{hub.log_tail()}"
+                assert time.monotonic() < deadline, f"the hub did not answer in 120 s:\n{hub.log_tail()}"
+                time.sleep(0.5)
+            hub.setup_s = time.monotonic() - started
+            print(f"\nhub test: setup_hub.sh and the hub's start took {hub.setup_s:.0f} s")
+            yield hub
+            process.terminate()  # the hub stops every learner's server (cleanup_servers)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    finally:
+        cgroups.kill()
+        _remove_users([*learners, admin], group)
+        for path, mode in modes.items():
+            path.chmod(mode)
+        watcher.kill()
+        watcher.wait()
+        print(f"\nhub test: {(time.monotonic() - started) / 60:.1f} min in all")
+
+
+async def _run_in_kernel(hub: Hub, user: str, code: str, timeout_s: float = 600) -> tuple[str, list]:
+    """Start a kernel in `user`'s server through the hub's proxy, run `code`, return its stdout and errors."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    headers = {"Authorization": f"token {hub.token}"}
+    status, kernel = await asyncio.to_thread(_server_api, hub, user, "POST", "/api/kernels", {"name": "python3"})
+    assert status == 201, (status, kernel)
+    ws_url = f"{hub.url.replace('http', 'ws', 1)}/user/{user}/api/kernels/{kernel['id']}/channels"
+    socket = await websocket_connect(HTTPRequest(ws_url, headers=headers, connect_timeout=60))
+    msg_id = uuid.uuid4().hex
+    socket.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": uuid.uuid4().hex,
+                   "username": user, "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                    "allow_stdin": False, "stop_on_error": True},
+    }))
+    stdout, errors = [], []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"{user}'s kernel did not finish in {timeout_s:.0f} s; stdout so far: {''.join(stdout)}"
+        raw = await asyncio.wait_for(socket.read_message(), remaining)
+        assert raw is not None, f"{user}'s kernel connection closed; stdout so far: {''.join(stdout)}"
+        message = json.loads(raw)
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind = message["msg_type"]
+        if kind == "stream" and message["content"]["name"] == "stdout":
+            stdout.append(message["content"]["text"])
+        elif kind == "error":
+            errors.append("\n".join(message["content"]["traceback"])[-3000:])
+        elif kind == "status" and message["content"]["execution_state"] == "idle":
+            break
+    socket.close()
+    return "".join(stdout), errors
+
+
+def _server_api(hub: Hub, user: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(f"{hub.url}/user/{user}{path}", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"token {hub.token}"})
+    try:
+        with NO_PROXY.open(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, {"error": e.read().decode(errors="replace")}
+
+
+def _start_servers(hub: Hub) -> None:
+    for user in hub.learners:
+        status, reply = hub.api("POST", f"/users/{user}/server")
+        assert status in (201, 202), (status, reply, hub.log_tail())
+    deadline = time.monotonic() + 180
+    waiting = set(hub.learners)
+    while waiting:
+        for user in sorted(waiting):
+            status, model = hub.api("GET", f"/users/{user}")
+            if model.get("servers", {}).get("", {}).get("ready"):
+                waiting.discard(user)
+        assert time.monotonic() < deadline, f"servers of {waiting} not ready in 180 s:\n{hub.log_tail()}"
+        time.sleep(1)
+
+
+def test_three_learners_share_one_endpoint_and_cannot_read_each_other(hub):
+    status, created = hub.api("POST", "/users", {"usernames": hub.learners})
+    assert status == 201, (status, created, hub.log_tail())
+    members = grp.getgrnam(hub.group).gr_mem
+    assert all(pwd.getpwnam(user) and user in members for user in hub.learners)  # Unix users, made by the hub
+    _start_servers(hub)
+
+    async def all_learners():
+        cells = [LEARNER_CELL.replace("OTHERS", repr([o for o in hub.learners if o != user])) for user in hub.learners]
+        return await asyncio.gather(*(_run_in_kernel(hub, user, cell) for user, cell in zip(hub.learners, cells)))
+
+    outputs = asyncio.run(all_learners())
+    for user, (stdout, errors) in zip(hub.learners, outputs):
+        assert not errors, f"{user}'s kernel raised:\n{errors[0]}"
+        result = json.loads(stdout.split("RESULT ", 1)[1])
+        home = Path(pwd.getpwnam(user).pw_dir)
+        # The learner's own kernel, as the learner's own Unix user, on the room's endpoint.
+        assert result["user"] == user
+        assert result["kind"] == "custom" and result["model"] == result["run_model"] == "SmolLM2-135M-Instruct"
+        assert result["rollouts"] == 2
+        assert result["gsm8k_dir"]
+        # Runs and traces in the learner's own folder, owned by the learner.
+        assert result["runs_dir"] == str(home / "runs")
+        saved = Path(result["saved"])
+        assert saved.parent.parent == home / "runs" and (saved / "rollouts.jsonl").is_file()
+        store = Path(result["store"])
+        assert store.is_relative_to(home / "runs"), store
+        assert any(p.is_file() and p.stat().st_size > 0 for p in store.rglob("*")), f"no traces in {store}"
+        assert saved.stat().st_uid == pwd.getpwnam(user).pw_uid
+        # No learner can read another's folder; the home is private.
+        assert set(result["others"].values()) == {"PermissionError"}, result["others"]
+        assert home.stat().st_mode & 0o777 == 0o700
+        # The course was delivered to the learner.
+        assert (home / "course" / "notebooks" / "01_traced_gsm8k_eval.ipynb").is_file()
+        # The limits hold for the learner's kernel.
+        assert result["pid"] in hub.cgroups.pids(user)
+        assert hub.cgroups.limits(user) == {"memory": MEM_LIMIT, "cpu": CPU_LIMIT}
+
+    # The room's key reaches the learners' environments, never the hub's log.
+    assert hub.room_key not in hub.log.read_text(errors="replace")
+
+    # The idle culler runs as a hub service.
+    status, services = hub.api("GET", "/services")
+    assert status == 200 and "idle-culler" in services, services
+    culler_pid = services["idle-culler"].get("pid")
+    assert culler_pid and Path(f"/proc/{culler_pid}").exists(), services["idle-culler"]
+
+    # Stopping a learner's server stops everything it started (its kernel too).
+    first = hub.learners[0]
+    status, _ = hub.api("DELETE", f"/users/{first}/server")
+    assert status in (202, 204)
+    deadline = time.monotonic() + 60
+    while hub.cgroups.pids(first) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not hub.cgroups.pids(first)
+
+
+def test_an_existing_account_cannot_be_claimed(hub):
+    """A name that is already a Unix account outside the learners' group (root) cannot become a learner."""
+    status, reply = hub.api("POST", "/users", {"usernames": ["root"]})
+    assert status == 400, (status, reply)
+    assert shutil.which("useradd"), "useradd is what the hub creates learners with"
