@@ -114,3 +114,69 @@ def test_a_hub_that_never_answers_fails_fast_naming_gsm8k_dir(monkeypatch, tmp_p
     finally:
         silent.close()
     assert time.monotonic() - start < 15
+
+
+# ----------------------------------------------------------------------------- all three GSM8K modules
+# gsm8k-course, gsm8k-feedback and gsm8k-calculator load GSM8K through one loader (gsm8k_course's), so
+# each refuses the same bad inputs with the same plain message.
+
+GSM8K_MODULES = ["gsm8k-course", "gsm8k-feedback", "gsm8k-calculator"]
+
+
+def test_the_three_modules_share_one_loader():
+    import gsm8k_calculator
+    import gsm8k_course
+    import gsm8k_feedback
+
+    for module, names in ((gsm8k_feedback, ("load_gsm8k", "canonical_number", "extract_hash_answer")),
+                          (gsm8k_calculator, ("load_gsm8k", "extract_hash_answer", "correct_answer"))):
+        for name in names:
+            assert getattr(module, name) is getattr(gsm8k_course, name), f"{module.__name__}.{name}"
+
+
+@pytest.mark.parametrize("env_id", GSM8K_MODULES)
+def test_each_module_has_the_course_rows(env_id):
+    env = vf.load_environment(env_id, num_examples=3, num_eval_examples=5, seed=2)
+    assert env.eval_dataset["answer"] == load_gsm8k("test", n=5, seed=2)["answer"]
+    assert env.dataset["answer"] == load_gsm8k("train", n=3, seed=2)["answer"]
+
+
+@pytest.mark.parametrize("env_id", GSM8K_MODULES)
+@pytest.mark.parametrize("value, says", [
+    (0, "num_eval_examples must be a positive number"),  # verifiers would read 0 (and -5) as all 1,319 rows
+    (-5, "num_eval_examples must be a positive number"),
+    ("5", "num_eval_examples must be a positive number"),
+    (2.5, "num_eval_examples must be a positive number"),
+    (100000, "more than the 1319 rows"),
+])
+def test_each_module_refuses_a_bad_number_of_examples(env_id, value, says):
+    with pytest.raises(RuntimeError, match=says):  # vf.load_environment wraps the module's ValueError
+        vf.load_environment(env_id, num_examples=1, num_eval_examples=value)
+
+
+@pytest.mark.parametrize("env_id", GSM8K_MODULES)
+@pytest.mark.parametrize("line, why", [
+    (json.dumps({"question": "How many?", "answer": "Six apples."}), "'####"),
+    (json.dumps({"question": "How many?", "answer": "#### five"}), "'####"),
+    (json.dumps({"question": "", "answer": "#### 6"}), "question"),
+    (json.dumps({"question": "How many?"}), "KeyError: 'answer'"),
+    ('{"question": "How many?", "answer": "#### 6"', "JSONDecodeError"),
+])
+def test_each_module_names_the_file_and_line_of_a_bad_record(env_id, line, why, tmp_path, monkeypatch):
+    good = json.dumps({"question": "q", "answer": "1 + 1 = 2\n#### 2"})
+    (tmp_path / "train.jsonl").write_text(f"{good}\n")
+    (tmp_path / "test.jsonl").write_text(f"{good}\n{line}\n")
+    monkeypatch.setenv("GSM8K_DIR", str(tmp_path))
+    with pytest.raises(RuntimeError, match=rf"test\.jsonl, line 2: .*{why}"):
+        vf.load_environment(env_id, num_examples=1, num_eval_examples=1)
+
+
+@pytest.mark.parametrize("env_id", GSM8K_MODULES)
+def test_each_module_offline_without_gsm8k_dir_fails_fast_naming_it(env_id, monkeypatch, tmp_path):
+    monkeypatch.delenv("GSM8K_DIR")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: as offline as it gets
+    monkeypatch.setattr("datasets.config.HF_DATASETS_CACHE", str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="Set GSM8K_DIR"):
+        vf.load_environment(env_id, num_examples=1, num_eval_examples=1)
+    assert time.monotonic() - start < 5

@@ -13,6 +13,9 @@ Two variants of prompt, parser and rubric:
 
 The rubric gets `parser=parser`. Without it, verifiers hands reward functions a plain `vf.Parser`,
 which returns the whole completion, so a correct `<think>...</think>18` scores 0.
+
+The course's other GSM8K modules (`gsm8k-feedback`, `gsm8k-calculator`) import their data loader
+and answer checks from here, so all three refuse the same bad inputs with the same messages.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ def canonical_number(text: str | None) -> str:
     return number.rstrip("0").rstrip(".") if "." in number else number
 
 
-def extract_hash_answer(text: str) -> str:
+def extract_hash_answer(text: str | None) -> str:
     """The first number after the last '####' (GSM8K's answer marker), '' when there is none."""
-    if "####" not in text:
+    if "####" not in (text or ""):
         return ""
     match = _NUMBER.search(text.rsplit("####", 1)[1])
     return canonical_number(match.group()) if match else ""
@@ -107,8 +110,7 @@ def load_environment(
     system_prompt: overrides the variant's prompt.
     """
     _check_variant(variant)
-    for name, value in (("num_examples", num_examples), ("num_eval_examples", num_eval_examples)):
-        _check_count(name, value)
+    check_counts(num_examples=num_examples, num_eval_examples=num_eval_examples)
     parser = make_parser(variant)
     return vf.SingleTurnEnv(
         dataset=load_gsm8k(split, n=num_examples, seed=seed),
@@ -141,7 +143,7 @@ def load_gsm8k(split: str = "test", n: int | None = None, seed: int = 0,
     `n` picks `n` rows after a shuffle with `seed`, as verifiers does; None or -1 keeps all.
     """
     if n is not None:
-        _check_count("n", n)
+        check_counts(n=n)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
     data_dir = data_dir or os.environ.get("GSM8K_DIR") or None
@@ -149,17 +151,20 @@ def load_gsm8k(split: str = "test", n: int | None = None, seed: int = 0,
     return prepare(raw, n=n, seed=seed)
 
 
-def _check_count(name: str, value) -> None:
-    """A number of examples: a positive int, or -1 for all (0 would silently mean all in verifiers)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
-        raise ValueError(f"{name} must be a positive number of examples or -1 for all, not {value!r}")
+def check_counts(**counts) -> None:
+    """Numbers of examples, by argument name: each a positive int, or -1 for all (verifiers would
+    silently read 0 or -5 as all rows, and '5' fails deep inside with a type error)."""
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
+            raise ValueError(f"{name} must be a positive number of examples or -1 for all, not {value!r}")
 
 
 def prepare(raw: Dataset, n: int | None = None, seed: int = 0) -> Dataset:
     """The same steps as vf.load_example_dataset: optional shuffle+select, then `####` extraction."""
     if n is not None and n > 0:
         if n > len(raw):
-            raise ValueError(f"n={n} is more than the {len(raw)} rows of this split")
+            raise ValueError(f"n={n} is more than the {len(raw)} rows of this split: "
+                             f"ask for at most {len(raw)}, or -1 for all")
         raw = raw.shuffle(seed=seed).select(range(n))
     return raw.map(
         lambda x: {"question": x["question"], "answer": gold_answer(x["answer"])},

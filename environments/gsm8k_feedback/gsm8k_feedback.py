@@ -7,48 +7,27 @@ final answer `discount ** (turns - 1)`: 1.0 on the first try, 0.5 on the second 
 plus 0.5 x the '####' format of the final reply. Two metrics with weight 0: `solved` (right in
 the end, whatever the turn) and `turns` (model turns used).
 
-It depends on verifiers only. GSM8K comes from the HF hub (`openai/gsm8k`), or offline from a
-folder of `train.jsonl`/`test.jsonl` named by `GSM8K_DIR` (the same rows as the course's
-`gsm8k-course` environment for the same `num_eval_examples` and `seed`).
+It depends on verifiers and the course's `gsm8k-course` module, whose GSM8K loader and answer checks
+it uses: GSM8K from the HF hub (`openai/gsm8k`), or offline from a folder of `train.jsonl`/`test.jsonl`
+named by `GSM8K_DIR`, every record checked (the same rows as `gsm8k-course` for the same
+`num_eval_examples` and `seed`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from pathlib import Path
-
 import verifiers as vf
-from datasets import Dataset
-
-SYSTEM_PROMPT = (
-    "Solve the math problem step by step. "
-    "On the last line, write the final answer as '#### <number>'."
+from gsm8k_course import (
+    HASH_SYSTEM_PROMPT,
+    canonical_number,
+    check_counts,
+    extract_hash_answer,
+    load_gsm8k,
 )
+
+SYSTEM_PROMPT = HASH_SYSTEM_PROMPT
 CORRECT_REPLY = "Correct."
 
 # ----------------------------------------------------------------------------- answers
-
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def canonical_number(text: str | None) -> str:
-    """'$1,200.00' -> '1200'. Text that is not a single number comes back stripped, unchanged."""
-    text = (text or "").strip()
-    number = text.lstrip("$").rstrip(".").replace(",", "")
-    if not _NUMBER.fullmatch(number):
-        return text
-    return number.rstrip("0").rstrip(".") if "." in number else number
-
-
-def extract_hash_answer(text: str) -> str:
-    """The first number after the last '####', '' when there is none."""
-    if "####" not in (text or ""):
-        return ""
-    match = _NUMBER.search(text.rsplit("####", 1)[1])
-    return canonical_number(match.group()) if match else ""
 
 
 def is_correct(parsed: str | None, answer: str) -> bool:
@@ -61,12 +40,20 @@ def feedback_message(parsed: str | None, answer: str, hints: bool = False) -> st
     parsed = canonical_number(parsed)
     if is_correct(parsed, answer):
         return CORRECT_REPLY
-    if not _NUMBER.fullmatch(parsed):
+    if not _is_number(parsed):
         return "Not yet: I found no final answer. Try again, ending with '#### <number>'."
     reply = f"Not yet: {parsed} is not the answer."
     if hints:
         reply += " It is too high." if float(parsed) > float(canonical_number(answer)) else " It is too low."
     return reply + " Check your steps and try again, ending with '#### <number>'."
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- the environment
@@ -151,28 +138,15 @@ def load_environment(
         raise ValueError(f"max_turns must be a positive number of model turns, not {max_turns!r}")
     if not 0 < discount <= 1:
         raise ValueError(f"discount must be in (0, 1], not {discount!r}")
+    check_counts(num_examples=num_examples, num_eval_examples=num_eval_examples)
     parser = FinalAnswerParser()
     return FeedbackEnv(
         hints=hints,
         max_turns=max_turns,
-        dataset=load_gsm8k(split, num_examples, seed),
-        eval_dataset=load_gsm8k(eval_split, num_eval_examples, seed),
+        dataset=load_gsm8k(split, n=num_examples, seed=seed),
+        eval_dataset=load_gsm8k(eval_split, n=num_eval_examples, seed=seed),
         system_prompt=system_prompt or SYSTEM_PROMPT,
         parser=parser,
         rubric=make_rubric(parser, discount),
     )
 
-
-def load_gsm8k(split: str, n: int = -1, seed: int = 0) -> Dataset:
-    """`question` and `answer` (the number after '####'), like vf.load_example_dataset("gsm8k")."""
-    folder = os.environ.get("GSM8K_DIR")
-    if not folder:
-        return vf.load_example_dataset("gsm8k", split=split, n=n if n > 0 else None, seed=seed)
-    path = Path(folder) / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"GSM8K_DIR is set, but {path} is missing: it must hold {split}.jsonl")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    raw = Dataset.from_list([{"question": r["question"], "answer": r["answer"]} for r in rows])
-    if n > 0:
-        raw = raw.shuffle(seed=seed).select(range(min(n, len(raw))))
-    return raw.map(lambda x: {"answer": extract_hash_answer(x["answer"])}, load_from_cache_file=False)
