@@ -10,9 +10,22 @@ Reward: 1.0 for the right number after the last '####' + 0.5 x the '####' format
 with weight 0 count the tool calls of a rollout and the valid ones (arguments the calculator
 accepted). `use_tool=False` gives the same environment with no tool: the baseline.
 
-It depends on verifiers only. GSM8K comes from the HF hub (`openai/gsm8k`), or offline from a
-folder of `train.jsonl`/`test.jsonl` named by `GSM8K_DIR` (the same rows as the course's
-`gsm8k-course` environment for the same `num_eval_examples` and `seed`).
+Malformed tool calls never end a rollout: `TolerantToolEnv` (a `vf.ToolEnv`) answers arguments that
+are not JSON, arguments that are not an object and unknown tool names with an `error: ...` tool
+message for that call, which the model reads; verifiers 0.1.5's ToolEnv raises instead (its
+`json.loads` runs outside its try block), losing every rollout of the evaluation.
+
+`tool_protocol="json"` is for a model that was never trained to call tools (the local SmolLM2-135M
+calls none through OpenAI `tools`: scripts/bench_tool_calls.py). `JsonToolEnv` sends llama.cpp a
+JSON schema (`response_format`), so that each reply is one JSON object of one of two shapes, a call
+`{"tool_call": {"name": "calculate", "arguments": {"expression": "..."}}}` or a final answer
+`{"response": "..."}`: the grammar fixes the form; the model chooses the shape and writes the
+expression and the answer. The environment turns a call into an OpenAI tool call that ToolEnv runs.
+
+It depends on verifiers and the course's `gsm8k-course` module, whose GSM8K loader and answer checks
+it uses: GSM8K from the HF hub (`openai/gsm8k`), or offline from a folder of `train.jsonl`/`test.jsonl`
+named by `GSM8K_DIR`, every record checked (the same rows as `gsm8k-course` for the same
+`num_eval_examples` and `seed`).
 """
 
 from __future__ import annotations
@@ -21,21 +34,24 @@ import ast
 import json
 import math
 import operator
-import os
-import re
-from pathlib import Path
+import uuid
 
 import verifiers as vf
-from datasets import Dataset
+from gsm8k_course import (
+    HASH_SYSTEM_PROMPT,
+    check_counts,
+    correct_answer,
+    extract_hash_answer,
+    load_gsm8k,
+)
+from openai.types.chat import ChatCompletion, ChatCompletionMessageToolCall
+from openai.types.chat.chat_completion_message_tool_call import Function
 
 SYSTEM_PROMPT = (
     "Solve the math problem step by step. Use the calculate tool for arithmetic. "
     "On the last line, write the final answer as '#### <number>'."
 )
-NO_TOOL_SYSTEM_PROMPT = (
-    "Solve the math problem step by step. "
-    "On the last line, write the final answer as '#### <number>'."
-)
+NO_TOOL_SYSTEM_PROMPT = HASH_SYSTEM_PROMPT
 
 # ----------------------------------------------------------------------------- the calculator
 
@@ -123,32 +139,7 @@ def tool_error(error: Exception) -> str:
     return f"error: {error}"
 
 
-# ----------------------------------------------------------------------------- answers and rubric
-
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def canonical_number(text: str | None) -> str:
-    """'$1,200.00' -> '1200'. Text that is not a single number comes back stripped, unchanged."""
-    text = (text or "").strip()
-    number = text.lstrip("$").rstrip(".").replace(",", "")
-    if not _NUMBER.fullmatch(number):
-        return text
-    return number.rstrip("0").rstrip(".") if "." in number else number
-
-
-def extract_hash_answer(text: str) -> str:
-    """The first number after the last '####', '' when there is none."""
-    if "####" not in (text or ""):
-        return ""
-    match = _NUMBER.search(text.rsplit("####", 1)[1])
-    return canonical_number(match.group()) if match else ""
-
-
-def correct_answer(parser: vf.Parser, completion, answer: str, **kwargs) -> float:
-    """1.0 when the number after the last '####' of the final reply is the gold number."""
-    response = canonical_number(parser.parse_answer(completion))
-    return 1.0 if response and response == canonical_number(answer) else 0.0
+# ----------------------------------------------------------------------------- rubric
 
 
 def hash_format(parser: vf.Parser, completion, **kwargs) -> float:
@@ -177,11 +168,164 @@ def make_rubric(parser: vf.Parser) -> vf.Rubric:
                      weights=[1.0, 0.5, 0.0, 0.0], parser=parser)
 
 
+# ----------------------------------------------------------------------------- malformed tool calls
+
+
+class TolerantToolEnv(vf.ToolEnv):
+    """A `vf.ToolEnv` in which a malformed tool call becomes an `error: ...` tool message.
+
+    verifiers 0.1.5's `ToolEnv.env_response` parses each call's arguments with `json.loads` outside
+    its try block: one call like `{"expression": "2+2"` (cut off) raises out of the rollout, and
+    `env.evaluate` loses every rollout. Here each call that cannot be made (arguments that are not
+    JSON, or not a JSON object; a tool name that does not exist) is answered with
+    `error_formatter(reason)` for that call's id, so the model reads why and the rollout goes on.
+    Turns whose calls are all well formed go to ToolEnv's own `env_response` unchanged.
+    """
+
+    def __init__(self, tools=None, error_formatter=tool_error, **kwargs):
+        super().__init__(tools=tools, error_formatter=error_formatter, **kwargs)
+
+    async def env_response(self, messages, state, **kwargs):
+        calls = [_call_parts(call) for call in messages[-1]["tool_calls"]]
+        problems = [self.call_problem(name, arguments) for name, arguments, _ in calls]
+        if not any(problems):
+            return await super().env_response(messages, state, **kwargs)
+        replies = []
+        for (name, arguments, call_id), problem in zip(calls, problems):
+            if problem:
+                replies.append({"role": "tool", "content": self.error_formatter(problem), "tool_call_id": call_id})
+            else:
+                replies.append(await self.call_tool(name, json.loads(arguments), call_id))
+        return replies, state
+
+    def call_problem(self, name: str, arguments) -> ValueError | None:
+        """Why this call cannot be made, or None when it can."""
+        if name not in self.tool_map:
+            return ValueError(f"there is no tool named {name!r}; the tools are: {', '.join(self.tool_map)}")
+        try:
+            parsed = json.loads(arguments)
+        except (TypeError, ValueError) as e:
+            return ValueError(f"the arguments {str(arguments)[:80]!r} are not valid JSON ({e}); "
+                              'send a JSON object, e.g. {"expression": "3 * 12 - 5"}')
+        if not isinstance(parsed, dict):
+            return ValueError(f"the arguments must be a JSON object of named arguments, not {arguments[:80]!r}")
+        return None
+
+
+def _call_parts(call) -> tuple[str, object, str]:
+    """(name, arguments text, id) of a tool call, whether an OpenAI object or a plain dict."""
+    if isinstance(call, ChatCompletionMessageToolCall):
+        return call.function.name, call.function.arguments, call.id or ""
+    function = call.get("function") or {}
+    return function.get("name", ""), function.get("arguments"), call.get("id", "")
+
+
+# ----------------------------------------------------------------------------- tool calls as JSON replies
+
+JSON_SYSTEM_PROMPT = (
+    "Solve the math problem. You may use a calculator. Reply with one JSON object: a tool call "
+    '{"tool_call": {"name": "calculate", "arguments": {"expression": ...}}} to compute an arithmetic '
+    'expression (you get the result back), or your final reply {"response": ...}, which ends with '
+    "'#### ' and the answer."
+)
+# One worked exchange in the same protocol, put before the question on every model call: without it
+# the 135M model copies the prompt's placeholders into the expression.
+JSON_WORKED_EXAMPLE = [
+    {"role": "user", "content": "Tom has 3 boxes with 12 apples each. He eats 5 apples. How many apples are left?"},
+    {"role": "assistant", "content": '{"tool_call": {"name": "calculate", "arguments": {"expression": "3 * 12 - 5"}}}'},
+    {"role": "tool", "tool_call_id": "worked_example", "content": "31"},
+    {"role": "assistant", "content": '{"response": "3 boxes of 12 apples is 36 apples, and 36 - 5 = 31.\\n#### 31"}'},
+]
+MAX_RESPONSE_CHARS = 400  # the grammar closes a final reply here (a 135M model can ramble until max_tokens)
+# The strict form: an expression of the calculator's characters only, a reply ending in '#### <number>'.
+STRICT_EXPRESSION_PATTERN = rf"^[0-9.+*/%() -]{{1,{MAX_EXPRESSION_CHARS}}}$"
+STRICT_RESPONSE_PATTERN = r'^[^#"\\\x00-\x1f]{0,300}#### -?[0-9]+(\.[0-9]+)?$'
+
+
+def json_reply_schema(oai_tools: list[dict], strict: bool = False) -> dict:
+    """The JSON schema of one reply: a call of one of the tools, or a final response.
+
+    strict: string arguments may use only the calculator's characters, and the response must end
+    with '#### <number>' (one line, no quotes); otherwise any text of a bounded length.
+    """
+    calls = []
+    for tool in oai_tools:
+        function = tool["function"]
+        arguments = json.loads(json.dumps(function["parameters"]))  # a copy to add patterns to
+        for spec in arguments.get("properties", {}).values():
+            if spec.get("type") == "string":
+                spec.update({"pattern": STRICT_EXPRESSION_PATTERN} if strict else {"maxLength": MAX_EXPRESSION_CHARS})
+        calls.append(_object({"tool_call": _object({"name": {"const": function["name"]}, "arguments": arguments})}))
+    response = {"type": "string", **({"pattern": STRICT_RESPONSE_PATTERN} if strict
+                                      else {"maxLength": MAX_RESPONSE_CHARS})}
+    return {"anyOf": [*calls, _object({"response": response})]}
+
+
+def _object(properties: dict) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+class JsonToolEnv(TolerantToolEnv):
+    """Tool calls for a model without tool-call training, through llama.cpp's constrained decoding.
+
+    Every model call carries `response_format` (a JSON schema, `json_reply_schema`): llama.cpp's
+    grammar then lets the model write one JSON object, either {"tool_call": {...}} or {"response": ...}.
+    The grammar fixes the form; the model chooses call or answer, and writes the arguments and the
+    answer. A call reply becomes an OpenAI tool call (its JSON stays the message's content, so the
+    model reads its own call in the next turn); a response reply becomes the final answer text.
+    `worked_example` messages go between the system prompt and the question of every model call.
+    Needs a server that takes `response_format` with a JSON schema (llama.cpp, vLLM, OpenAI).
+    grammar=False sends no schema: the JSON form is then the model's own (how much the grammar adds).
+    """
+
+    def __init__(self, tools=None, strict: bool = False, worked_example: list[dict] | None = None,
+                 grammar: bool = True, system_prompt: str = JSON_SYSTEM_PROMPT, **kwargs):
+        super().__init__(tools=tools, system_prompt=system_prompt, **kwargs)
+        self.reply_schema = json_reply_schema(self.oai_tools, strict=strict) if grammar else None
+        self.worked_example = list(worked_example or [])
+
+    async def get_model_response(self, client, model, prompt, oai_tools=None, sampling_args=None, **kwargs):
+        sampling_args = dict(sampling_args or {})
+        if self.reply_schema:
+            sampling_args["extra_body"] = {**sampling_args.get("extra_body", {}), "response_format": {
+                "type": "json_schema", "json_schema": {"name": "reply", "schema": self.reply_schema}}}
+        if self.worked_example and isinstance(prompt, list) and prompt and prompt[0]["role"] == "system":
+            prompt = [prompt[0], *self.worked_example, *prompt[1:]]
+        response = await super().get_model_response(client, model, prompt, oai_tools=oai_tools,
+                                                    sampling_args=sampling_args, **kwargs)
+        if isinstance(response, ChatCompletion) and response.choices:
+            read_json_reply(response.choices[0].message)
+        return response
+
+
+def read_json_reply(message) -> None:
+    """Turn a JSON reply into what ToolEnv expects, in place: a call -> `tool_calls`, a response ->
+    its text as the content. Anything else (e.g. JSON cut off at max_tokens) stays as written."""
+    try:
+        reply = json.loads(message.content or "")
+    except ValueError:
+        return
+    if not isinstance(reply, dict):
+        return
+    call = reply.get("tool_call")
+    if isinstance(call, dict) and "name" in call:
+        message.tool_calls = [ChatCompletionMessageToolCall(
+            id=f"call_{uuid.uuid4().hex[:12]}", type="function",
+            function=Function(name=str(call["name"]), arguments=json.dumps(call.get("arguments", {}))))]
+    elif isinstance(reply.get("response"), str):
+        message.content = reply["response"]
+
+
 # ----------------------------------------------------------------------------- the environment
+
+TOOL_PROTOCOLS = ("openai", "json", "json-strict")
 
 
 def load_environment(
     use_tool: bool = True,
+    tool_protocol: str = "openai",
+    worked_example: bool = True,
+    grammar: bool = True,
     max_turns: int = 4,
     split: str = "train",
     num_examples: int = -1,
@@ -193,34 +337,31 @@ def load_environment(
     """GSM8K as a `vf.ToolEnv` with the `calculate` tool.
 
     use_tool: False for the same environment without the tool (the baseline).
+    tool_protocol: "openai" (OpenAI tool calling, the server's chat template), "json" (JsonToolEnv:
+        one JSON reply per turn, call or response, through `response_format`), "json-strict" (the
+        same, with arithmetic-only expressions and a response that ends in '#### <number>').
+    worked_example: with a JSON protocol, one worked call-result-answer exchange before the question.
+    grammar: with a JSON protocol, False sends no `response_format` (the JSON is then the model's own).
     max_turns: model turns per rollout (each tool call costs one).
     split / eval_split, num_examples / num_eval_examples, seed: GSM8K rows (-1 = all), as in gsm8k-course.
     """
     if not isinstance(max_turns, int) or max_turns < 1:
         raise ValueError(f"max_turns must be a positive number of model turns, not {max_turns!r}")
+    if tool_protocol not in TOOL_PROTOCOLS:
+        raise ValueError(f"tool_protocol must be one of {TOOL_PROTOCOLS}, not {tool_protocol!r}")
+    check_counts(num_examples=num_examples, num_eval_examples=num_eval_examples)
     parser = vf.Parser(extract_fn=extract_hash_answer)
-    return vf.ToolEnv(
-        tools=[calculate] if use_tool else [],
-        max_turns=max_turns,
-        error_formatter=tool_error,
-        dataset=load_gsm8k(split, num_examples, seed),
-        eval_dataset=load_gsm8k(eval_split, num_eval_examples, seed),
-        system_prompt=system_prompt or (SYSTEM_PROMPT if use_tool else NO_TOOL_SYSTEM_PROMPT),
-        parser=parser,
-        rubric=make_rubric(parser),
-    )
-
-
-def load_gsm8k(split: str, n: int = -1, seed: int = 0) -> Dataset:
-    """`question` and `answer` (the number after '####'), like vf.load_example_dataset("gsm8k")."""
-    folder = os.environ.get("GSM8K_DIR")
-    if not folder:
-        return vf.load_example_dataset("gsm8k", split=split, n=n if n > 0 else None, seed=seed)
-    path = Path(folder) / f"{split}.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"GSM8K_DIR is set, but {path} is missing: it must hold {split}.jsonl")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    raw = Dataset.from_list([{"question": r["question"], "answer": r["answer"]} for r in rows])
-    if n > 0:
-        raw = raw.shuffle(seed=seed).select(range(min(n, len(raw))))
-    return raw.map(lambda x: {"answer": extract_hash_answer(x["answer"])}, load_from_cache_file=False)
+    common = {
+        "max_turns": max_turns,
+        "dataset": load_gsm8k(split, n=num_examples, seed=seed),
+        "eval_dataset": load_gsm8k(eval_split, n=num_eval_examples, seed=seed),
+        "parser": parser,
+        "rubric": make_rubric(parser),
+    }
+    if use_tool and tool_protocol != "openai":
+        return JsonToolEnv(tools=[calculate], strict=tool_protocol == "json-strict",
+                           worked_example=JSON_WORKED_EXAMPLE if worked_example else None, grammar=grammar,
+                           system_prompt=system_prompt or JSON_SYSTEM_PROMPT, **common)
+    return TolerantToolEnv(tools=[calculate] if use_tool else [],
+                           system_prompt=system_prompt or (SYSTEM_PROMPT if use_tool else NO_TOOL_SYSTEM_PROMPT),
+                           **common)
