@@ -1,24 +1,19 @@
-"""Does the local SmolLM2-135M call tools? Tool-call rate, valid-argument rate and accuracy on
-GSM8K with and without the calculator tool, through verifiers' ToolEnv (`gsm8k-calculator`).
+"""Does the local SmolLM2-135M call tools? Tool-call rate, valid-argument rate, accuracy and turns
+on GSM8K with and without the calculator tool, through `gsm8k-calculator`'s ToolEnv.
 
-    .venv/bin/python scripts/bench_tool_calls.py [--num-examples 40] [--max-tokens 256]
+    .venv/bin/python scripts/bench_tool_calls.py [--num-examples 40] [--max-tokens 256] [--setups ...]
 
 The same GSM8K test questions (shuffle seed 0), temperature 0, one rollout each, up to 4 model
-turns, in five set-ups:
-
-  no tool                 `use_tool=False`: the baseline accuracy
-  model's template        the tool offered (OpenAI `tools`), llama.cpp with SmolLM2's own chat
-                          template, as notebook 03 runs it (llama.cpp: supports_tool_calls false)
-  tool template           the server started with a tool-aware chat template (`<tool_call>` JSON,
-                          as Qwen2.5/Hermes write it): llama.cpp then describes the tool in the
-                          prompt and parses `<tool_call>` blocks into OpenAI tool_calls
-  + worked example        the same, with one worked tool-call exchange before the question
-  + tool_choice=required  the same, and llama.cpp's grammar does not let a turn end without a call
+turns, in the set-ups of SETUPS below: five through OpenAI tool calling (the server's chat template
+turns `tools` into prompt text and the model's `<tool_call>` text into tool_calls) and four through
+`tool_protocol="json"` (llama.cpp's grammar makes every reply one JSON object, a call or an answer;
+the model chooses which and writes the expression; one of them without the grammar). Each set-up's description, in the result file
+too, says what its grammar constrains.
 
 tool-call rate: rollouts with at least one tool call; valid-argument rate: calls the calculator
-accepted (JSON arguments with an arithmetic `expression`); accuracy: the right number after '####'.
-Each set-up's server is the course's own LocalModelServer (a child process, per-start key), with the
-chat template of the set-up.
+accepted (an arithmetic expression it could compute); accuracy: the right number after '####'.
+Each server is the course's own LocalModelServer (a child process, per-start key), with the chat
+template of the set-up. The timings are not the result here: run it under `flock -s /tmp/course-cpu.lock`.
 Writes benchmarks/results/tool_calls-<date>.json.
 """
 
@@ -38,7 +33,7 @@ import xllamacpp as xlc
 from bench_results import machine_info, write_result
 from gsm8k_calculator import SYSTEM_PROMPT
 
-from helpers import quiet_library_logs
+from helpers.env import quiet_library_logs
 from helpers.evaluation import wilson_interval
 from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
@@ -82,12 +77,35 @@ WORKED_EXAMPLE = [
     {"role": "tool", "tool_call_id": "call_0", "content": "31"},
     {"role": "assistant", "content": "3 boxes of 12 is 36 apples; 36 - 5 = 31.\n#### 31"},
 ]
-SETUPS = {  # name: (use_tool, chat template, worked example, extra sampling args)
-    "no tool": (False, None, False, {}),
-    "model's template": (True, None, False, {}),
-    "tool template": (True, TOOL_TEMPLATE, False, {}),
-    "+ worked example": (True, TOOL_TEMPLATE, True, {}),
-    "+ tool_choice=required": (True, TOOL_TEMPLATE, False, {"tool_choice": "required"}),
+SETUPS = {  # name: (load_environment arguments, chat template, worked example, extra sampling args, what it is)
+    "no tool": ({"use_tool": False}, None, False, {}, "the baseline accuracy: no tool offered"),
+    "model's template": ({}, None, False, {}, (
+        "the tool offered (OpenAI `tools`), llama.cpp with SmolLM2's own chat template, as notebook 03 "
+        "runs it: supports_tool_calls false, so the tool is not described and nothing is parsed; no grammar")),
+    "tool template": ({}, TOOL_TEMPLATE, False, {}, (
+        "the server started with a tool-aware ChatML template (Qwen2.5/Hermes `<tool_call>` JSON): llama.cpp "
+        "describes the tool in the prompt, parses `<tool_call>` blocks into tool_calls, and its lazy grammar "
+        "constrains only what follows a `<tool_call>` the model writes itself")),
+    "+ worked example": ({}, TOOL_TEMPLATE, True, {}, (
+        "the same, with one worked tool-call exchange (rendered as `<tool_call>` by the template) before the question")),
+    "+ tool_choice=required": ({}, TOOL_TEMPLATE, False, {"tool_choice": "required"}, (
+        "the same as 'tool template', and llama.cpp's grammar does not let a turn end without a call "
+        "(free text may come first)")),
+    # the worked example of these three is the environment's own (gsm8k_calculator.JSON_WORKED_EXAMPLE)
+    "JSON reply": ({"tool_protocol": "json", "worked_example": False}, None, False, {}, (
+        "SmolLM2's own template, the protocol in the system prompt; `response_format` (a JSON schema) makes each "
+        'reply {"tool_call": {"name": "calculate", "arguments": {"expression": <text <= 200 chars>}}} or '
+        '{"response": <text <= 400 chars>}: the grammar fixes that form, the model chooses call or answer and '
+        "writes the expression and the answer; gsm8k_calculator turns a call into an OpenAI tool call")),
+    "JSON reply + worked example": ({"tool_protocol": "json"}, None, False, {}, (
+        "the same, with one worked call-result-answer exchange in the same JSON form before the question")),
+    "JSON reply + worked example, no grammar": ({"tool_protocol": "json", "grammar": False}, None, False, {}, (
+        "the same prompt and worked example with no `response_format`: whether the model writes the JSON "
+        "form by itself, i.e. how much of the tool use the grammar makes")),
+    "JSON reply, strict form": ({"tool_protocol": "json-strict"}, None, False, {}, (
+        "the same as the last, and the expression may use only the calculator's characters (digits, "
+        "+ - * / % . ( ) and spaces), the response must be one line ending in '#### <number>' (its '####' "
+        "format is the grammar's, not the model's)")),
 }
 
 
@@ -132,21 +150,31 @@ def measure(name: str, env: vf.ToolEnv, inputs: dict, server: LocalModelServer, 
     wall_s = time.monotonic() - started
     calls, valid = out.metrics["tool_calls"], out.metrics["valid_tool_calls"]
     correct = out.metrics["correct_answer"]
-    low, high = wilson_interval(sum(correct), len(correct))
+    n = len(correct)
     calling = sum(c > 0 for c in calls)
-    call_low, call_high = wilson_interval(calling, len(calls))
-    example = next((c for c in out.completion if any(m.get("tool_calls") for m in c)), None)
+    valid_rollouts = sum(v > 0 for v in valid)
+    # a rollout answered when its last message is the model's reply without a call (not cut at max_turns)
+    answered = sum(1 for c in out.completion if c and c[-1]["role"] == "assistant" and not c[-1].get("tool_calls"))
+    example = next((c for c in out.completion if any(m.get("role") == "tool" for m in c)), None)
     return {
-        "setup": name, "rollouts": len(correct),
-        "tool-call rate": calling / len(calls), "tool-call rate 95% CI": [round(call_low, 3), round(call_high, 3)],
+        "setup": name, "environment": type(env).__name__, "rollouts": n,
+        "tool-call rate": calling / n, "tool-call rate 95% CI": _interval(calling, n),
         "tool calls": int(sum(calls)),
         "valid-argument rate": sum(valid) / sum(calls) if sum(calls) else None,
-        "accuracy": sum(correct) / len(correct), "accuracy 95% CI": [round(low, 3), round(high, 3)],
-        "'####' format": sum(out.metrics["hash_format"]) / len(correct),
+        "valid-argument rate 95% CI": _interval(sum(valid), int(sum(calls))) if sum(calls) else None,
+        "rollouts with a valid call": valid_rollouts, "rollouts with a valid call 95% CI": _interval(valid_rollouts, n),
+        "accuracy": sum(correct) / n, "accuracy 95% CI": _interval(sum(correct), n),
+        "'####' format": sum(out.metrics["hash_format"]) / n,
+        "answered within max_turns": answered / n,
         "turns per rollout": sum(s["turn"] for s in out.state) / len(out.state),
         "wall s": round(wall_s, 1),
-        "first tool-calling completion": _printable(example),
+        "first completion with a tool result": _printable(example),
     }
+
+
+def _interval(successes: float, n: int) -> list[float]:
+    low, high = wilson_interval(successes, n)
+    return [round(low, 3), round(high, 3)]
 
 
 def _printable(completion) -> list | None:
@@ -173,35 +201,42 @@ def main() -> None:
         with LocalModelServer(chat_template=template, threads=args.threads, parallel=4) as server:
             caps["tool template" if template else "model's template"] = template_caps(server)
             for name in args.setups:
-                use_tool, setup_template, worked, extra = SETUPS[name]
+                env_args, setup_template, worked, extra, _ = SETUPS[name]
                 if setup_template != template:
                     continue
                 sampling = {"max_tokens": args.max_tokens, "temperature": 0.0, **extra}
-                env = vf.load_environment("gsm8k-calculator", use_tool=use_tool, num_examples=1,
+                env = vf.load_environment("gsm8k-calculator", **env_args, num_examples=1,
                                           num_eval_examples=args.num_examples)
                 inputs = rollout_inputs(env, args.num_examples, worked)
                 with stderr_to(log):
                     rows.append(measure(name, env, inputs, server, sampling))
+                rows[-1].update({"load_environment arguments": env_args, "system prompt": env.system_prompt,
+                                 "reply schema": getattr(env, "reply_schema", None)})
                 print(f"{name}: done in {rows[-1]['wall s']} s", flush=True)
     print(f"\nSmolLM2-135M-Instruct (llama.cpp, xllamacpp {xlc.__version__}) on {args.num_examples} GSM8K test "
           f"questions, temperature 0, max_tokens {args.max_tokens}, up to 4 turns; {os.cpu_count()} cores\n")
     print(f"chat template capabilities (llama.cpp /props): {caps}\n")
-    header = ["setup", "tool-call rate", "valid-argument rate", "accuracy", "turns per rollout", "wall s"]
-    print(f"{header[0]:<24}" + "".join(f"{h:>20}" for h in header[1:]))
+    header = ["setup", "tool-call rate", "valid-argument rate", "accuracy", "'####' format", "turns per rollout",
+              "wall s"]
+    print(f"{header[0]:<30}" + "".join(f"{h:>20}" for h in header[1:]))
     for row in rows:
         cells = [_cell(h, row[h]) for h in header[1:]]
-        print(f"{row['setup']:<24}" + "".join(f"{c:>20}" for c in cells))
+        print(f"{row['setup']:<30}" + "".join(f"{c:>20}" for c in cells))
     write_result("tool_calls", info, {
         "model": LOCAL_MODEL_NAME, "xllamacpp": xlc.__version__, "num_examples": args.num_examples,
         "sampling": {"max_tokens": args.max_tokens, "temperature": 0.0}, "max_turns": 4, "threads": args.threads,
-        "system_prompt": SYSTEM_PROMPT, "chat_template_caps": caps, "setups": rows,
+        "system_prompt": SYSTEM_PROMPT, "chat_template_caps": caps,
+        "setup descriptions": {name: SETUPS[name][4] for name in args.setups},
+        "setups": rows,
     })
 
 
 def _cell(column: str, value) -> str:
     if value is None:
         return "n/a (no calls)"
-    return f"{value:.1%}" if column.endswith(("rate", "accuracy")) else f"{value:.2f}".rstrip("0").rstrip(".")
+    if column.endswith(("rate", "accuracy", "format")):
+        return f"{value:.1%}"
+    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 if __name__ == "__main__":
