@@ -7,7 +7,8 @@ The cells build `trl.GRPOConfig(...)` and `trl.GRPOTrainer(...)` themselves and 
 - `RubricRewards(env.rubric)`: a verifiers rubric as TRL reward functions (one per rubric
   function, so TRL logs each); every batch is scored once, in a Weave-traced call;
 - `StepTimer`: a TrainerCallback that splits each step's time into generation, weight sync,
-  scoring and update, and logs it with TRL's own metrics (wandb, trainer.state.log_history);
+  scoring and update, and logs it with TRL's own metrics (wandb, trainer.state.log_history), with the
+  share of completions that game the '####' format;
 - `eval_setup`, `weight_change`, `save_summary`: the before/after evaluation and the run's figures.
 
 Resuming a run and explaining an interrupt or running out of memory: helpers.local.run_folder.
@@ -377,6 +378,12 @@ def peak_rss_gb() -> float:
 # ----------------------------------------------------------------------------- rewards
 
 
+def hash_lines(text: str) -> int:
+    """How many lines of a completion hold a '####' answer marker: 2 or more is the gamed format
+    (a list of '#### N' lines instead of one answer)."""
+    return sum("####" in line for line in str(text).splitlines())
+
+
 def _text(completion: Any) -> str:
     if isinstance(completion, list):
         return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
@@ -535,10 +542,16 @@ class StepTimer(TrainerCallback):
             "timing/step_s": ended - self._started,
             "memory/peak_rss_gb": peak_rss_gb(),
             "rewards/errors": errors - self._errors,
+            "hack/multi_hash": self._multi_hash_share(),
             **({"memory/peak_gpu_gb": torch.cuda.max_memory_allocated() / 1024**3} if torch.cuda.is_available() else {}),
         }.items():
             metrics[key].append(value)
         self._errors = errors
+
+    def _multi_hash_share(self) -> float:
+        """The share of this step's completions with 2+ '####' lines (the gamed format)."""
+        completions = (self.rewards.last_batch or {}).get("completions") or []
+        return sum(hash_lines(c) >= 2 for c in completions) / len(completions) if completions else float("nan")
 
 
 # ----------------------------------------------------------------------------- results

@@ -16,6 +16,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
 
+from helpers.grpo import hash_lines
+
 TIME_PARTS = {"generation_s": "generation", "sync_s": "weight sync", "scoring_s": "scoring", "update_s": "update"}
 METRIC_COLUMNS = {  # log key (TRL's, verifiers', StepTimer's) -> column
     "reward": "reward", "reward_std": "reward_std", "loss": "loss", "kl": "kl", "grad_norm": "grad_norm",
@@ -23,7 +25,7 @@ METRIC_COLUMNS = {  # log key (TRL's, verifiers', StepTimer's) -> column
     "frac_reward_zero_std": "frac_zero_std", "rewards/errors": "reward_errors",
     "timing/generation_s": "generation_s", "timing/sync_s": "sync_s", "timing/scoring_s": "scoring_s",
     "timing/update_s": "update_s", "timing/step_s": "step_s", "memory/peak_rss_gb": "peak_rss_gb",
-    "memory/peak_gpu_gb": "peak_gpu_gb",
+    "memory/peak_gpu_gb": "peak_gpu_gb", "hack/multi_hash": "multi_hash_share",
 }
 
 
@@ -100,13 +102,15 @@ def _draw_time_split(ax, metrics: pd.DataFrame) -> None:
 
 
 def plot_metrics(metrics: pd.DataFrame, components: list[str]) -> Figure:
-    """Reward and each reward function, time split, loss, KL and completion length per step."""
-    fig, axes = _figure(12.6, 6.0, 2, 3)
+    """Reward and each reward function, time split, loss, gradient norm, share of groups with equal
+    rewards, KL, completion length and share of completions cut at max length, per step."""
+    fig, axes = _figure(16.0, 6.0, 2, 4)
     _draw_rewards(axes[0, 0], metrics, components)
     _draw_time_split(axes[0, 1], metrics)
     for ax, (column, title) in zip(list(axes.flat)[2:], [
-            ("loss", "loss"), ("kl", "KL to the start model"), ("completion_length", "completion length (tokens)"),
-            ("clipped_ratio", "share of completions cut at max length")]):
+            ("loss", "loss"), ("grad_norm", "gradient norm"),
+            ("frac_zero_std", "share of groups with equal rewards"), ("kl", "KL to the start model"),
+            ("completion_length", "completion length (tokens)"), ("clipped_ratio", "share cut at max length")]):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         series = metrics[column].dropna() if column in metrics else pd.Series(dtype=float)
@@ -189,3 +193,73 @@ def plot_before_after(table: pd.DataFrame, components: list[str]) -> Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------- what the run learned
+
+
+FORMAT, CUT, MULTI = "'#### N' format", "cut at max_tokens", "2+ '####' lines"  # behaviour() columns
+
+
+def behaviour(runs: dict) -> pd.DataFrame:
+    """One row per labelled EvalRun: what its completions did, beside what they earned. The '####' format
+    and correct answers, and the signs of a gamed format: completions cut at max_tokens, their length,
+    the '####' lines per completion and the share with two or more."""
+    rows = {}
+    for label, run in runs.items():
+        if run is None:
+            continue
+        r = run.rollouts
+        lines = r["completion"].map(hash_lines)
+        rows[label] = {
+            "rollouts": len(r),
+            "correct answer": r["correct_answer"].mean() if "correct_answer" in r else float("nan"),
+            FORMAT: r["hash_format"].mean() if "hash_format" in r else float("nan"),
+            CUT: (r["finish_reason"] == "length").mean() if "finish_reason" in r else float("nan"),
+            "completion tokens": r["completion_tokens"].mean() if "completion_tokens" in r else float("nan"),
+            "'####' lines per completion": lines.mean(),
+            MULTI: (lines >= 2).mean(),
+        }
+    return pd.DataFrame(rows).T
+
+
+def side_by_side(before, after, components: list[str], n: int = 3, width: int = 240) -> pd.DataFrame:
+    """The first `n` held-out examples: the first completion before and after training, shortened,
+    with each one's reward and reward components."""
+    def short(text: str) -> str:
+        text = " ⏎ ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    def first_rollouts(run) -> pd.DataFrame:
+        return run.rollouts[run.rollouts["rollout"] == 0].set_index("example")
+
+    b, a = first_rollouts(before), first_rollouts(after)
+    rows = []
+    for example in list(b.index)[:n]:
+        row = {"gold": b.loc[example, "answer"]}
+        for label, run in (("before", b), ("after", a)):
+            row[f"{label}: completion"] = short(run.loc[example, "completion"])
+            row[f"{label}: reward"] = run.loc[example, "reward"]
+            for name in components:
+                row[f"{label}: {name}"] = run.loc[example, name]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+HACK_RISE = 0.2  # a rise of 20 points in cut-off or repeated-'####' completions names the hack
+
+
+def what_it_learned(table: pd.DataFrame, before: str = "before", after: str = "after") -> str:
+    """In words, from behaviour()'s table: what the reward made the model do, and whether the format was
+    earned by gaming it (completions cut at max_tokens, or lists of '####' lines)."""
+    b, a = table.loc[before], table.loc[after]
+    said = (f"The '#### N' format went from {b[FORMAT]:.0%} to {a[FORMAT]:.0%} of completions, correct answers "
+            f"from {b['correct answer']:.0%} to {a['correct answer']:.0%}.")
+    signs = [f"{what} went from {b[column]:.0%} to {a[column]:.0%}"
+             for column, what in ((CUT, "completions cut at max_tokens"), (MULTI, "completions with 2+ '####' lines"))
+             if a[column] - b[column] >= HACK_RISE]
+    if a[FORMAT] > b[FORMAT] and signs:
+        return (f"{said}\nREWARD HACKING: {' and '.join(signs)}. The model earns the format reward without "
+                "answering better: it writes '#### N' lines, as many as fit, instead of a solution.")
+    return (f"{said}\nNo sign of a gamed format: neither the share of completions cut at max_tokens nor of "
+            f"completions with 2+ '####' lines rose by {HACK_RISE:.0%} or more.")

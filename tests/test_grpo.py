@@ -315,7 +315,35 @@ def test_metrics_table_and_summary():
     summary = grpo_views.learning_summary(table)
     assert summary["first"] == pytest.approx(0.08) and summary["last"] == pytest.approx(0.54)
     fig = grpo_views.plot_metrics(table, ["hash_format"])
-    assert len(fig.axes) == 6
+    assert len(fig.axes) == 8
+
+
+def _eval_run(name, completions, finish_reasons, correct=0.0):
+    from helpers.evaluation import EvalRun
+
+    from gsm8k_course import extract_hash_answer
+
+    rows = [{"example": i, "rollout": 0, "answer": "72", "completion": text, "finish_reason": reason,
+             "completion_tokens": len(text.split()), "correct_answer": correct,
+             "hash_format": float(bool(extract_hash_answer(text))), "reward": 0.0}
+            for i, (text, reason) in enumerate(zip(completions, finish_reasons))]
+    return EvalRun(name=name, rollouts=pd.DataFrame(rows))
+
+
+def test_what_it_learned_names_reward_hacking_from_the_numbers():
+    solved = ["48 + 24 = 72\n#### 72", "I think 70.", "Half is 24, total 72\n#### 72", "It is 72."]
+    hacked = ["#### 72\n#### 72\n#### 72\n#### 7", "#### 1\n#### 1\n#### 1", "#### 72\n#### 72", "#### 5\n#### 5"]
+    before = _eval_run("before", solved, ["stop"] * 4)
+    after = _eval_run("after", hacked, ["length"] * 4)
+    table = grpo_views.behaviour({"before": before, "after": after})
+    assert table.loc["after", grpo_views.MULTI] == 1.0 and table.loc["before", grpo_views.MULTI] == 0.0
+    assert table.loc["after", grpo_views.CUT] == 1.0 and table.loc["before", grpo_views.FORMAT] == 0.5
+    verdict = grpo_views.what_it_learned(table)
+    assert "REWARD HACKING" in verdict and "2+ '####' lines went from 0% to 100%" in verdict
+    honest = grpo_views.behaviour({"before": before, "after": _eval_run("after", solved[:2] * 2, ["stop"] * 4)})
+    assert "No sign of a gamed format" in grpo_views.what_it_learned(honest)
+    shown = grpo_views.side_by_side(before, after, ["hash_format"], n=2)
+    assert list(shown["gold"]) == ["72", "72"] and "⏎" in shown.loc[0, "after: completion"]
 
 
 def test_compare_evals_table():

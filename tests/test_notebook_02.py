@@ -25,6 +25,7 @@ CI_PARAMETERS = {
     "max_steps": 2, "per_device_train_batch_size": 24, "num_generations": 4, "max_completion_length": 128,
     "learning_rate": 1e-5, "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40,
     "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
+    "hack_steps": 1,
 }
 
 
@@ -43,7 +44,7 @@ def test_runs_to_the_end_as_committed(executed):
     text = outputs_text(executed["notebook"], html=True)
     assert "Traceback" not in text and "Error" not in text.replace("RewardFunctionFailing", "")
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
-    assert text.count("not yet — 02-") == 2  # the exercises as committed: checked, not solved
+    assert text.count("not yet — 02-") == 4  # the exercises as committed: checked, not solved
     assert "This run: 2 steps" in text
 
 
@@ -110,6 +111,23 @@ def test_before_and_after_share_examples_sampling_and_server(executed):
 
 
 @pytest.mark.notebook
+def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
+    """Section 11: before/after completions side by side, the behaviour table and a verdict computed from it;
+    section 12: the short run with the learner's reward (here the blank, which is today's format reward)."""
+    from helpers import grpo_views
+
+    summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
+    assert set(summary["behaviour"]) == {"before", "after", "yours (1 steps)"}
+    for row in summary["behaviour"].values():
+        assert {grpo_views.CUT, grpo_views.MULTI, grpo_views.FORMAT} <= set(row)
+    assert summary["verdict"].splitlines()[0] in text and summary["yours_steps"] == 1
+    assert "before: completion" in text and "after: completion" in text  # the side-by-side table
+    runs = executed["runs"] / "evals"
+    assert (runs / f"{RUN_NAME}_yours" / "run.json").is_file()
+    assert all(step.get("multi_hash_share") is not None for step in summary["per_step"])
+
+
+@pytest.mark.notebook
 def test_the_live_view_left_its_final_chart(executed):
     charts = [o for c in executed["notebook"]["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     train_cell = next(c for c in executed["notebook"]["cells"] if "trainer.train(" in "".join(c["source"]))
@@ -130,3 +148,11 @@ def test_ci_parameters_exist():
     values = parameters_cell_values()
     for name in CI_PARAMETERS:
         assert name in values, name
+
+
+def test_the_first_code_cell_checks_every_parameter_before_anything_slow():
+    """A wrong parameter (max_steps="abc") stops the first cell by name, before the model and the server start."""
+    code = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    first = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", [])) + 1
+    before_imports = "".join(code[first]["source"]).split("import torch")[0]
+    assert "run_folder.check_parameters(globals())" in before_imports
