@@ -191,10 +191,25 @@ def main() -> None:
     parser.add_argument("--setups", nargs="*", default=list(SETUPS), choices=list(SETUPS))
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="llama.cpp threads (fewer than the cores when other programs share them)")
+    parser.add_argument("--earlier", metavar="RESULT_FILE",
+                        help="an earlier result of this bench (same questions and settings) whose set-ups this run "
+                             "does not repeat: its rows are listed, marked with that file, beside this run's")
     args = parser.parse_args()
     quiet_library_logs()
     info = machine_info()
     rows, caps = [], {}
+    earlier = _earlier_rows(Path(args.earlier), args.setups) if args.earlier else []
+
+    def save() -> None:  # after every set-up: a stopped run keeps what it measured
+        write_result("tool_calls", info, {
+            "model": LOCAL_MODEL_NAME, "xllamacpp": xlc.__version__, "num_examples": args.num_examples,
+            "sampling": {"max_tokens": args.max_tokens, "temperature": 0.0}, "max_turns": 4,
+            "threads": args.threads, "system_prompt": SYSTEM_PROMPT, "chat_template_caps": caps,
+            "setup descriptions": {name: SETUPS[name][4] for name in [*(r["setup"] for r in earlier), *args.setups]},
+            "complete": len(rows) == len(args.setups),
+            "setups": rows, "earlier setups": earlier,
+        })
+
     log = runs_dir("logs") / "bench_tool_calls.log"
     print(f"the progress bars: {display_path(log)}")
     for template in dict.fromkeys(SETUPS[name][1] for name in args.setups):  # one server per template
@@ -213,27 +228,29 @@ def main() -> None:
                 rows[-1].update({"load_environment arguments": env_args, "system prompt": env.system_prompt,
                                  "reply schema": getattr(env, "reply_schema", None)})
                 print(f"{name}: done in {rows[-1]['wall s']} s", flush=True)
+                save()
     print(f"\nSmolLM2-135M-Instruct (llama.cpp, xllamacpp {xlc.__version__}) on {args.num_examples} GSM8K test "
           f"questions, temperature 0, max_tokens {args.max_tokens}, up to 4 turns; {os.cpu_count()} cores\n")
     print(f"chat template capabilities (llama.cpp /props): {caps}\n")
     header = ["setup", "tool-call rate", "valid-argument rate", "accuracy", "'####' format", "turns per rollout",
               "wall s"]
-    print(f"{header[0]:<30}" + "".join(f"{h:>20}" for h in header[1:]))
-    for row in rows:
-        cells = [_cell(h, row[h]) for h in header[1:]]
-        print(f"{row['setup']:<30}" + "".join(f"{c:>20}" for c in cells))
-    write_result("tool_calls", info, {
-        "model": LOCAL_MODEL_NAME, "xllamacpp": xlc.__version__, "num_examples": args.num_examples,
-        "sampling": {"max_tokens": args.max_tokens, "temperature": 0.0}, "max_turns": 4, "threads": args.threads,
-        "system_prompt": SYSTEM_PROMPT, "chat_template_caps": caps,
-        "setup descriptions": {name: SETUPS[name][4] for name in args.setups},
-        "setups": rows,
-    })
+    print(f"{header[0]:<40}" + "".join(f"{h:>20}" for h in header[1:]))
+    for row in [*earlier, *rows]:
+        cells = [_cell(h, row.get(h)) for h in header[1:]]
+        label = row["setup"] + (f" ({row['measured in']})" if "measured in" in row else "")
+        print(f"{label:<40}" + "".join(f"{c:>20}" for c in cells))
+
+
+def _earlier_rows(path: Path, setups: list[str]) -> list[dict]:
+    """The set-ups of an earlier result file that this run does not measure again, marked with it."""
+    earlier = json.loads(path.read_text())
+    return [{**row, "measured in": path.name, "commit": earlier["commit"]}
+            for row in earlier["setups"] if row["setup"] not in setups and row["setup"] in SETUPS]
 
 
 def _cell(column: str, value) -> str:
     if value is None:
-        return "n/a (no calls)"
+        return "n/a (no calls)" if column.endswith("rate") else "-"
     if column.endswith(("rate", "accuracy", "format")):
         return f"{value:.1%}"
     return f"{value:.2f}".rstrip("0").rstrip(".")
