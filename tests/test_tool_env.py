@@ -46,7 +46,7 @@ def fake_endpoint(script: Callable[[dict], dict]) -> Iterator[tuple[openai.OpenA
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the name http.server calls
+        def do_POST(self):  # the name http.server calls
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path != "/v1/chat/completions" or self.headers.get("Authorization") != f"Bearer {KEY}":
                 self.send_error(404 if self.headers.get("Authorization") == f"Bearer {KEY}" else 401)
@@ -105,9 +105,9 @@ def test_verifiers_own_tool_env_loses_the_evaluation_on_the_same_call():
     fails, verifiers has fixed it and the subclass can go)."""
     env = vf.ToolEnv(tools=[calculate], max_turns=4, eval_dataset=vf.load_environment(
         "gsm8k-calculator", num_examples=1, num_eval_examples=1).eval_dataset)
-    with fake_endpoint(calls_then_answers(tool_call("calculate", CUT_OFF_ARGUMENTS))) as (client, _):
-        with pytest.raises(json.JSONDecodeError):
-            env.evaluate(client, "scripted", num_examples=1, rollouts_per_example=1)
+    script = calls_then_answers(tool_call("calculate", CUT_OFF_ARGUMENTS))
+    with fake_endpoint(script) as (client, _), pytest.raises(json.JSONDecodeError):
+        env.evaluate(client, "scripted", num_examples=1, rollouts_per_example=1)
 
 
 def test_well_formed_calls_run_as_before():
