@@ -4,10 +4,13 @@ Prints minutes per notebook and per section, and writes benchmarks/results/noteb
 the figures the README, the notebooks' headers and INSTRUCTOR_GUIDE.md's agenda cite.
 
     .venv/bin/python scripts/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
-    .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them
+    .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
+    .venv/bin/python scripts/bench_notebooks.py 04 --fresh-v1-env  # notebook 04, its environment made anew
 
 A section is a "## " heading and the cells under it; its minutes are the sum of its cells' run times
-as papermill records them.
+as papermill records them. Notebook 04 runs in its own kernel (.venv-v1): scripts/setup_v1_env.sh
+makes it first (a no-op when it is up to date; with --fresh-v1-env it is deleted and made anew, and the
+setup's seconds and the environment's size are recorded).
 """
 
 from __future__ import annotations
@@ -22,6 +25,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_results import machine_info, write_result
+
+V1_ENV = ROOT / ".venv-v1"
+
+
+def setup_v1_env(fresh: bool) -> dict:
+    """Make notebook 04's environment with the project's script; its seconds and size in MB."""
+    import shutil
+    import subprocess
+
+    if fresh and V1_ENV.exists():
+        shutil.rmtree(V1_ENV)
+    started = time.monotonic()
+    subprocess.run(["bash", str(ROOT / "scripts" / "setup_v1_env.sh")], check=True, stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - started
+    size = subprocess.run(["du", "-sm", str(V1_ENV)], check=True, capture_output=True, text=True).stdout.split()[0]
+    return {"fresh": fresh, "setup_s": round(seconds, 1), "size_mb": int(size),
+            "note": "pip's cache was as this machine had it (packages downloaded before are not downloaded again)"}
 
 
 def sections(notebook: dict) -> list[dict]:
@@ -38,6 +58,8 @@ def sections(notebook: dict) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("numbers", nargs="*", help="notebook numbers, e.g. 00 02 (default: all)")
+    parser.add_argument("--fresh-v1-env", action="store_true",
+                        help="delete .venv-v1 and time making it anew (notebook 04's environment)")
     args = parser.parse_args()
     import os
 
@@ -45,6 +67,11 @@ def main() -> None:
 
     paths = [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not args.numbers or p.name[:2] in args.numbers]
     info = machine_info()
+    extra = {}
+    if any(p.name.startswith("04") for p in paths):
+        print("bench_notebooks: notebook 04's environment (scripts/setup_v1_env.sh) ...", flush=True)
+        extra["v1_env"] = setup_v1_env(args.fresh_v1_env)
+        print(f"  {extra['v1_env']}", flush=True)
     results = []
     with tempfile.TemporaryDirectory() as runs:
         os.environ["COURSE_RUNS_DIR"] = runs  # the kernels inherit it
@@ -61,8 +88,9 @@ def main() -> None:
         print(f"\n{result['notebook']}: {result['minutes']} min")
         for section in result["sections"]:
             print(f"  {section['minutes']:6.2f}  {section['section']}")
-    write_result("notebooks", info, {"notebooks": results,
-                                     "total_minutes": round(sum(r["minutes"] for r in results), 2)})
+    write_result("notebooks", info, {"notebooks": results, **extra,
+                                     "total_minutes": round(sum(r["minutes"] for r in results), 2)},
+                 suffix="-".join(args.numbers))  # a subset does not replace the all-notebooks file
 
 
 if __name__ == "__main__":
