@@ -19,8 +19,10 @@ request has a 600 s timeout and there are 24 x N of them per evaluation, so ever
 `--wheelhouse` instead measures the offline kit a room needs (scripts/download_wheels.sh into a
 temporary folder: wheels, MB, minutes) and writes benchmarks/results/room-wheelhouse-<date>.json.
 
-With --lock, each N takes an exclusive flock on that file for its timed part (a fresh server per N),
-so no single hold of the shared machine lasts longer than the largest N's run.
+With --lock, the run takes an exclusive flock on that file once, for all N (about 20 minutes on 2
+cores; a fresh server per N): on a machine shared with other jobs that take shared locks, waiting for it
+once is what lets an exclusive run start at all. Each row records the load average before and after.
+The result file is rewritten after each N, so an interrupted run keeps the rows it finished.
 """
 
 from __future__ import annotations
@@ -121,36 +123,35 @@ def exclusive(lock_path: str):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def measure(n: int, variants: list[str], slots: int, max_tokens: int, lock: str | None) -> dict:
+def measure(n: int, variants: list[str], slots: int, max_tokens: int) -> dict:
     envs = [notebook_01_envs(variants) for _ in range(n)]  # each learner's own, as in a kernel
     records: list[dict] = []
     outcome: dict[int, dict] = {}
-    with exclusive(lock) if lock else nullcontext():
-        load_before = [round(x, 2) for x in os.getloadavg()]
-        with room_server(parallel=slots) as server:
-            server_process = psutil.Process(server.process.pid)
-            peak_rss = [server_process.memory_info().rss]
-            done = threading.Event()
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with room_server(parallel=slots) as server:
+        server_process = psutil.Process(server.process.pid)
+        peak_rss = [server_process.memory_info().rss]
+        done = threading.Event()
 
-            def sample_memory():
-                while not done.wait(0.5):
-                    peak_rss[0] = max(peak_rss[0], server_process.memory_info().rss)
+        def sample_memory():
+            while not done.wait(0.5):
+                peak_rss[0] = max(peak_rss[0], server_process.memory_info().rss)
 
-            sampler = threading.Thread(target=sample_memory, daemon=True)
-            sampler.start()
-            start = threading.Barrier(n + 1)
-            learners = [threading.Thread(target=run_learner, args=(i, envs[i], server, server.alias, records,
-                                                                   start, outcome, max_tokens)) for i in range(n)]
-            for thread in learners:
-                thread.start()
-            start.wait()
-            began = time.monotonic()
-            for thread in learners:
-                thread.join()
-            wall_s = time.monotonic() - began
-            done.set()
-            sampler.join()
-        load_after = [round(x, 2) for x in os.getloadavg()]
+        sampler = threading.Thread(target=sample_memory, daemon=True)
+        sampler.start()
+        start = threading.Barrier(n + 1)
+        learners = [threading.Thread(target=run_learner, args=(i, envs[i], server, server.alias, records,
+                                                               start, outcome, max_tokens)) for i in range(n)]
+        for thread in learners:
+            thread.start()
+        start.wait()
+        began = time.monotonic()
+        for thread in learners:
+            thread.join()
+        wall_s = time.monotonic() - began
+        done.set()
+        sampler.join()
+    load_after = [round(x, 2) for x in os.getloadavg()]
     chats = [r for r in records if r["path"].endswith("/chat/completions")]
     latencies = sorted(r["latency_s"] for r in chats if r["status"] == 200)
     errors = [r for r in records if r["status"] != 200]
@@ -205,7 +206,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=NOTEBOOK_01["max_tokens"],
                         help="notebook 01's default; lower it only for a quick look (then no result file)")
     parser.add_argument("--variants", default="think", help=f"evaluations each learner runs, of {VARIANTS}")
-    parser.add_argument("--lock", help="take an exclusive flock on this file for each N's timed part")
+    parser.add_argument("--lock", help="take an exclusive flock on this file for the whole run (see above)")
     parser.add_argument("--wheelhouse", action="store_true", help="measure the offline kit instead (see above)")
     args = parser.parse_args()
     if args.wheelhouse:
@@ -217,15 +218,17 @@ def main() -> None:
         raise SystemExit(f"bench_room: --variants takes {', '.join(VARIANTS)}")
     if not all(1 <= n <= 32 for n in counts):
         raise SystemExit("bench_room: each N must be between 1 and 32 (the run is bounded: 24 requests a learner per evaluation)")
-    info = machine_info()
     rows = []
-    for n in counts:
-        print(f"bench_room: {n} learner(s) ...", flush=True)
-        rows.append(measure(n, variants, args.slots, args.max_tokens, args.lock))
-        row = rows[-1]
-        print(f"  p50 {row['latency_p50_s']} s, p95 {row['latency_p95_s']} s, minutes/learner "
-              f"{row['learner_minutes_median']} (max {row['learner_minutes_max']}), {row['tokens_per_s']} tokens/s, "
-              f"errors {row['errors']}", flush=True)
+    with exclusive(args.lock) if args.lock else nullcontext():
+        info = machine_info()  # once the machine is ours: the load average now
+        for n in counts:
+            print(f"bench_room: {n} learner(s) ...", flush=True)
+            rows.append(measure(n, variants, args.slots, args.max_tokens))
+            row = rows[-1]
+            print(f"  p50 {row['latency_p50_s']} s, p95 {row['latency_p95_s']} s, minutes/learner "
+                  f"{row['learner_minutes_median']} (max {row['learner_minutes_max']}), {row['tokens_per_s']} "
+                  f"tokens/s, errors {row['errors']}", flush=True)
+            save(args, info, variants, rows)
     print(f"\nnotebook 01's {' + '.join(variants)} evaluation per learner ({NOTEBOOK_01['num_examples']} examples x "
           f"{NOTEBOOK_01['rollouts_per_example']} rollouts each, max_tokens {args.max_tokens}), one llama.cpp "
           f"server with {args.slots} slots, {os.cpu_count()} cores\n")
@@ -235,12 +238,19 @@ def main() -> None:
               f"{r['learner_minutes_max']:>8} {r['tokens_per_s']:>9} {r['errors']:>6}")
     if args.max_tokens != NOTEBOOK_01["max_tokens"]:
         print("\n(max_tokens differs from notebook 01's: no result file written)")
+
+
+def save(args, info: dict, variants: list[str], rows: list[dict]) -> None:
+    """Write (or rewrite, after each N) the result file; not for a quick look with other max_tokens."""
+    if args.max_tokens != NOTEBOOK_01["max_tokens"]:
         return
+    lock = "exclusive" if args.lock else "none"
     write_result("room", info, {
         "workload": {**NOTEBOOK_01, "evaluations_per_learner": variants, "client_retries": 0,
                      "request_timeout_s": REQUEST_TIMEOUT_S},
         "server": {"backend": "llama.cpp (helpers.local.llama_server via scripts/serve_room.py)",
                    "slots": args.slots, "ctx_per_slot": ROOM_CTX_PER_SLOT, "threads": os.cpu_count()},
+        "cpu_lock": lock,
         "runs": rows,
     }, suffix="" if args.learners == "1,2,4,8,16" else "n" + args.learners.replace(",", "-"))
 
