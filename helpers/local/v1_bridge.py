@@ -38,24 +38,17 @@ MAIN_PYTHON = PROJECT_ROOT / ".venv" / "bin" / "python"  # the course's main env
 def prepare_kernel() -> None:
     """What notebook 04's kernel needs before its first helper runs.
 
-    - `import helpers` prepares a notebook on its first helper (helpers._prepare_for_notebooks): a
-      pandas setting, and quieting verifiers 0.1.5's loggers through helpers.env, which imports the v0
-      API and `gsm8k_course`, neither of which exists here. The pandas setting and the one warning
-      filter that applies here are made below, and the preparation is marked done.
+    - `import helpers` prepares a notebook on its first helper (helpers._prepare_for_notebooks): its
+      pandas setting applies here; its quieting of verifiers 0.1.5's loggers (helpers.env, the v0 API)
+      does not, so the one warning filter that applies here is made below.
     - verifiers' runtimes run `uv` from PATH (verifiers/v1/runtimes/base.py `_ENSURE_UV`); this
       environment's `uv` (requirements-v1.txt) is in the kernel's bin folder, which a Jupyter kernel
       does not put on PATH by itself.
     """
     import warnings
 
-    import pandas as pd
-
-    import helpers
-
-    pd.set_option("display.html.use_mathjax", False)
     # As helpers.env does: weave's openai-realtime integration makes pydantic warn on import; harmless.
     warnings.filterwarnings("ignore", message=r".*allocate_lock.* is not a Python type")
-    helpers._notebook_ready = True  # see the docstring: nothing else of it applies here
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
