@@ -48,15 +48,6 @@ def versions_table() -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("package")
 
 
-def cuda_gpu_count() -> int:
-    import torch
-
-    try:
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken CUDA install counts as no GPU
-        return 0
-
-
 BACKEND_WORDS = {"cpu": "cpu (TRL's GRPOTrainer on the CPU)", "gpu": "gpu (TRL's GRPOTrainer on one CUDA GPU)",
                  "verifiers": "verifiers (vf-vllm + accelerate/DeepSpeed on 2+ GPUs)"}
 
@@ -64,7 +55,7 @@ BACKEND_WORDS = {"cpu": "cpu (TRL's GRPOTrainer on the CPU)", "gpu": "gpu (TRL's
 def hardware_summary() -> pd.DataFrame:
     """Python, cores, memory, GPUs, and the GRPO backend notebook 02 will pick here (the same choice:
     helpers.grpo.choose_backend("auto"))."""
-    from helpers.grpo import choose_backend
+    from helpers.gpu.backend import choose_backend, cuda_gpu_count
 
     memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     backend = choose_backend("auto")

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from helpers import grpo
+from helpers.gpu import backend as gpu_backend
 from helpers.local import hf_child
 from helpers.local.gguf_convert import convert_gguf
 
@@ -87,7 +88,7 @@ def test_memory_plan_per_gpu(gpu, memory_gib, capability, vllm, micro_batch):
     plan = grpo.one_gpu_plan(memory_gib=memory_gib, capability=capability, vllm_installed=vllm, gpu=gpu)
     assert plan.per_device_train_batch_size == micro_batch
     assert plan.per_device_train_batch_size * plan.gradient_accumulation_steps == 16
-    assert plan.estimate_gib["training peak"] <= grpo.PLAN_HEADROOM * memory_gib
+    assert plan.estimate_gib["training peak"] <= gpu_backend.PLAN_HEADROOM * memory_gib
     assert plan.estimate_gib["evaluation server, alone"] < memory_gib
     settings = plan.settings()
     assert settings["gradient_accumulation_steps"] == plan.gradient_accumulation_steps
@@ -95,7 +96,7 @@ def test_memory_plan_per_gpu(gpu, memory_gib, capability, vllm, micro_batch):
                         num_generations=4, **{**settings, "use_cpu": True, "bf16": False, "fp16": False})
     assert config.generation_batch_size == 16  # 4 prompts x 4 completions per optimizer step, as before
     if memory_gib < 16:  # the old plan: 16 completions in one pass, 3 copies of float32 logits alone
-        assert 3 * 16 * 512 * 151_936 * 4 / grpo.GIB > grpo.PLAN_HEADROOM * memory_gib
+        assert 3 * 16 * 512 * 151_936 * 4 / gpu_backend.GIB > gpu_backend.PLAN_HEADROOM * memory_gib
 
 
 def test_the_memory_plan_counts_the_real_model_and_lora():
@@ -108,7 +109,7 @@ def test_the_memory_plan_counts_the_real_model_and_lora():
                          num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    shape = grpo.GPU_MODEL_SHAPE
+    shape = gpu_backend.GPU_MODEL_SHAPE
     assert sum(p.numel() for p in model.parameters()) == shape["params"]
     assert shape["kv_values_per_token"] == 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
     peft_model = get_peft_model(model, grpo.lora_config("gpu"))
@@ -151,7 +152,7 @@ def test_start_model_downloads_every_file_of_a_model_folder(tmp_path, monkeypatc
     asked = {}
     monkeypatch.setattr(huggingface_hub, "snapshot_download",
                         lambda repo_id, allow_patterns: asked.update(repo=repo_id, patterns=allow_patterns) or str(tmp_path))
-    assert grpo.start_model("gpu") == tmp_path and asked["repo"] == grpo.GPU_MODEL
+    assert grpo.start_model("gpu") == tmp_path and asked["repo"] == gpu_backend.GPU_MODEL
     saved = tmp_path / "saved"
     AutoTokenizer.from_pretrained(convert_gguf(quiet=True)).save_pretrained(saved)
     config = transformers_tiny_config()

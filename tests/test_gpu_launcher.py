@@ -91,7 +91,7 @@ def test_checks_refuse_gpus_without_bfloat16():
 def test_run_plan_refuses_without_gpus_and_starts_nothing(monkeypatch):
     started = []
     monkeypatch.setattr(gpu_plan.subprocess, "Popen", lambda *a, **k: started.append(a))
-    monkeypatch.setattr("helpers.install_check.cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr("helpers.gpu.backend.cuda_gpu_count", lambda: 0)
     with pytest.raises(RuntimeError, match="cannot start here"):
         gpu_plan.run_plan(gpu_plan.build_plan(run_name="plan_test"))
     assert started == []

@@ -319,9 +319,9 @@ def test_metrics_table_and_summary():
 
 
 def _eval_run(name, completions, finish_reasons, correct=0.0):
-    from helpers.evaluation import EvalRun
-
     from gsm8k_course import extract_hash_answer
+
+    from helpers.evaluation import EvalRun
 
     rows = [{"example": i, "rollout": 0, "answer": "72", "completion": text, "finish_reason": reason,
              "completion_tokens": len(text.split()), "correct_answer": correct,

@@ -2,16 +2,18 @@
 
 import pytest
 
-from helpers import grpo, install_check
+from helpers import install_check
+from helpers.gpu import backend as gpu_backend
 
 
-@pytest.mark.parametrize("gpus", [0, 1])
-def test_the_hardware_table_names_the_backend_notebook_02_picks(monkeypatch, gpus):
-    monkeypatch.setattr(install_check, "cuda_gpu_count", lambda: gpus)
-    real_choose = grpo.choose_backend
-    monkeypatch.setattr(grpo, "choose_backend", lambda backend="auto", **kw: real_choose(backend, gpus=gpus))
+@pytest.mark.parametrize(("gpus", "capabilities"), [(0, []), (1, [(7, 5)]), (2, [(7, 5), (7, 5)]), (2, [(8, 0), (8, 0)])])
+def test_the_hardware_table_names_the_backend_notebook_02_picks(monkeypatch, gpus, capabilities):
+    """Notebook 02 picks with choose_backend("auto"); the table of notebook 00 must say the same."""
+    monkeypatch.setattr(gpu_backend, "cuda_gpu_count", lambda: gpus)
+    monkeypatch.setattr(gpu_backend, "gpu_capabilities", lambda: capabilities)
     shown = install_check.hardware_summary().loc["GRPO backend (auto)", "value"]
-    assert shown.split()[0] == real_choose("auto", gpus=gpus), shown
+    assert shown.split()[0] == gpu_backend.choose_backend("auto"), shown
+    assert install_check.hardware_summary().loc["CUDA GPUs", "value"] == gpus
 
 
 def test_setup_refuses_a_venv_with_another_verifiers_and_says_why(tmp_path):

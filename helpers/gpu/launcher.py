@@ -36,12 +36,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from helpers.gpu.backend import VERIFIERS_MODEL, gpu_capabilities
 from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.paths import PROJECT_ROOT, display_path, runs_dir
 from helpers.local.run_folder import last_checkpoint
 from helpers.local.scrubbing import scrub
 
-DEFAULT_MODEL = "willcb/Qwen3-0.6B"
+DEFAULT_MODEL = VERIFIERS_MODEL
 ZERO3_CONFIG = PROJECT_ROOT / "training" / "zero3.yaml"
 TRAIN_SCRIPT = PROJECT_ROOT / "training" / "train_gsm8k_verifiers.py"
 GPU_REQUIREMENTS = PROJECT_ROOT / "requirements-gpu.txt"
@@ -84,8 +85,7 @@ class LaunchPlan:
 
     def checks(self, gpus: int | None = None, capabilities: list[tuple[int, int]] | None = None) -> pd.DataFrame:
         """One row per requirement: ok or not, and what to do. Nothing is started. gpus, capabilities:
-        as helpers.grpo.choose_backend takes them (None: this machine's)."""
-        from helpers.grpo import gpu_capabilities
+        as helpers.gpu.backend.choose_backend takes them (None: this machine's)."""
 
         if capabilities is None:
             capabilities = gpu_capabilities() if gpus is None else [(8, 0)] * gpus
