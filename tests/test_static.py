@@ -19,7 +19,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # the CPU build of torch 2.13.0. Every other package must have one version across all files.
 ALLOWED_TO_DIFFER = {"torch"}
 REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements-nodeps.txt", ROOT / "requirements-colab.txt",
-                     ROOT / "requirements-gpu.txt", ROOT / "binder" / "requirements.txt", ROOT / "requirements-v1.txt"]
+                     ROOT / "requirements-gpu.txt", ROOT / "binder" / "requirements.txt", ROOT / "requirements-v1.txt",
+                     ROOT / "workshop" / "requirements-hub.txt"]
 # Notebook 04's own environment is verifiers 0.4, which needs an openai below 3; all else as the course's.
 ALLOWED_TO_DIFFER_IN = {"requirements-v1.txt": {"verifiers", "openai"}}
 NOTEBOOKS_IN_THEIR_OWN_ENVIRONMENT = {"04_verifiers_v1.ipynb"}  # no Colab cell: Colab has one Python
@@ -180,7 +181,7 @@ def test_importing_a_corner_of_helpers_does_not_import_the_notebook_stack():
 
 def test_ruff_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "helpers", "tests", "notebooks",
-                             "environments", "scripts", "training"],
+                             "environments", "scripts", "training", "workshop"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 

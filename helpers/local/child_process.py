@@ -146,6 +146,10 @@ class ChildServer:
                 [sys.executable, "-P", str(HERE / script), "--parent-pid", str(os.getpid()), *args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(PROJECT_ROOT),
                 env={**os.environ, KEY_ENV: self.api_key},
+                # Its own session: a kernel shutting down waits for its process group's children, and would
+                # wait for this one (exited but not yet reaped) until Jupyter's SIGTERM skips the clean-up.
+                # It still stops with its parent (child_guard) and at exit (atexit).
+                start_new_session=True,
             )
         atexit.register(self.stop)
         try:
