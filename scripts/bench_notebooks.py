@@ -1,7 +1,8 @@
 """Benchmark of the course as a learner runs it: every notebook, in order, with its default
 parameters, in one fresh runs folder (so notebook 02 reuses notebook 01's examples, as in class).
 Prints minutes per notebook and per section, and writes benchmarks/results/notebooks-<date>.json:
-the figures the README, the notebooks' headers and INSTRUCTOR_GUIDE.md's agenda cite.
+the figures the README, the notebooks' headers and INSTRUCTOR_GUIDE.md's agenda cite, and notebook 02's
+own figures (before/after, what it learned) as measured in workshop order.
 
     .venv/bin/python scripts/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
     .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
@@ -55,6 +56,23 @@ def sections(notebook: dict) -> list[dict]:
     return [{"section": s["section"], "minutes": round(s["seconds"] / 60, 2)} for s in found]
 
 
+GRPO_FIGURES = ("steps", "train_minutes", "sec_per_step", "before_source", "before_reward", "after_reward",
+                "before_accuracy", "after_accuracy", "reward_first", "reward_last", "hash_format_first",
+                "hash_format_last", "behaviour", "verdict", "yours_steps", "peak_rss_gb")
+
+
+def grpo_figures(runs: Path, path: Path) -> dict:
+    """Notebook 02's own figures (its summary.json), measured in the order a workshop runs the notebooks:
+    after notebook 01, whose examples and sampling it reuses for before/after."""
+    import json
+
+    summary = runs / "grpo" / "02_grpo_cpu" / "summary.json"
+    if not path.name.startswith("02") or not summary.is_file():
+        return {}
+    figures = json.loads(summary.read_text())
+    return {"grpo": {key: figures.get(key) for key in GRPO_FIGURES}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("numbers", nargs="*", help="notebook numbers, e.g. 00 02 (default: all)")
@@ -80,7 +98,7 @@ def main() -> None:
             started = time.monotonic()
             executed = execute(path, Path(runs) / path.name)
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
-                            "sections": sections(executed)})
+                            "sections": sections(executed), **grpo_figures(Path(runs), path)})
             print(f"  {results[-1]['minutes']} min", flush=True)
         uninstall_learner_module(runs)
     print(f"\n{info['cpu']}, {info['cores']} cores, load before {info['load_avg_before']}")
