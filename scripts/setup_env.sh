@@ -19,11 +19,13 @@ stamp=".venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject
   environments/*/pyproject.toml | sha256sum | cut -c1-16)"
 # The course teaches verifiers' v0 API, whose last release is 0.1.5.post0: refuse a .venv that holds another.
 check_verifiers() {
-  local found
+  local pinned found
+  pinned=$(sed -n 's/^verifiers==//p' requirements.txt)
+  [ -n "$pinned" ] || return 0
   found=$(.venv/bin/python -c 'from importlib.metadata import version; print(version("verifiers"))' 2>/dev/null || echo "none")
-  if [ "$found" != "0.1.5.post0" ]; then
+  if [ "$found" != "$pinned" ]; then
     echo "setup: .venv holds verifiers $found, but this course teaches verifiers' v0 API (vf.SingleTurnEnv," \
-      "vf.Rubric, env.evaluate, vf.GRPOTrainer), whose last release is 0.1.5.post0 and the one W&B Weave's" \
+      "vf.Rubric, env.evaluate, vf.GRPOTrainer), whose last release is $pinned and the one W&B Weave's" \
       "integration traces. verifiers 0.2+ ships the new verifiers.v1 API and 0.4.0 removed v0 (notebook 04 runs" \
       "it in its own .venv-v1). Remove .venv and run this script again." >&2
     exit 1
