@@ -67,24 +67,38 @@ def main() -> None:
     print(f"one_final_answer: {len(checks)} scripted completions scored as expected", flush=True)
     threads = args.threads or grpo.default_threads()
     info = machine_info()
-    files = sorted(RESULTS_DIR.glob("hack-2*.json"))
-    record = json.loads(files[-1].read_text()) if files else {}
-    record = {"setting": "GSM8K hash, notebook 02's knobs", "steps": args.steps, "num_eval": args.num_eval,
-              "scripted_check": checks, "base": record.get("base"),
-              "runs": [r for r in record.get("runs", []) if r["steps"] == args.steps]}
+    record = load_hack_record(args.steps, args.num_eval, checks)
     for reward in args.rewards:
         setting = replace(SETTINGS["gsm8k"], reward=reward, steps=args.steps, num_eval=args.num_eval)
         for seed in args.seeds:
             print(f"hack: {reward}, seed {seed}, {args.steps} steps ...", flush=True)
-            out = train_run(setting, seed, threads, base_done=record["base"] is not None)
+
+            def save_base(base: dict) -> None:  # another process of this bench can skip the base evaluation
+                latest = load_hack_record(args.steps, args.num_eval, checks)
+                if latest["base"] is None:
+                    write_result("hack", info, {**latest, "base": base})
+
+            out = train_run(setting, seed, threads, base_done=record["base"] is not None, on_base=save_base)
+            record = load_hack_record(args.steps, args.num_eval, checks)  # runs other processes added meanwhile
             if "base" in out:
-                record["base"] = out.pop("base")
+                base = out.pop("base")
+                record["base"] = record["base"] or base
             out["reward"] = reward
             record["runs"] = [r for r in record["runs"] if (r["reward"], r["seed"]) != (reward, seed)] + [out]
             record["summary"] = {r: summarize({"base": record["base"], "runs": [x for x in record["runs"]
                                                                               if x["reward"] == r]}) for r in REWARDS}
             write_result("hack", info, record)
     print_table(record)
+
+
+def load_hack_record(steps: int, num_eval: int, checks: dict) -> dict:
+    """The latest hack result file's base evaluation and runs of the same budget (or a fresh record)."""
+    files = sorted(RESULTS_DIR.glob("hack-2*.json"))
+    old = json.loads(files[-1].read_text()) if files else {}
+    same = old.get("steps") == steps and old.get("num_eval") == num_eval
+    return {"setting": "GSM8K hash, notebook 02's knobs", "steps": steps, "num_eval": num_eval,
+            "scripted_check": checks, "base": old.get("base") if same else None,
+            "runs": old.get("runs", []) if same else []}
 
 
 def print_table(record: dict) -> None:

@@ -553,8 +553,15 @@ def main() -> None:
             label += f"_{key}={value}"
         if args.time_steps:
             out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)
-            print(json.dumps({"setting": label, "threads": threads, **out["training"],
-                              "train_minutes": out["train_minutes"], "machine": out["machine"]}), flush=True)
+            timing = {"setting": label, "steps": args.time_steps, "threads": threads, **out["training"],
+                      "train_minutes": out["train_minutes"], "peak_rss_gb": out["peak_rss_gb"], "machine": out["machine"]}
+            print(json.dumps(timing), flush=True)
+            path = RESULTS_DIR / f"learnability-timing-{machine_info()['date'][:10]}.json"
+            old = json.loads(path.read_text()).get("timings", []) if path.is_file() else []
+            write_result("learnability", machine_info(), {
+                "cpu_flags": cpu_flags(), "note": "s/step of each setting in a short window; the first step "
+                "(warm-up) is not counted; run under flock -x on otherwise idle cores",
+                "timings": [t for t in old if t["setting"] != label] + [timing]}, suffix="timing")
             continue
         if args.base_only:
             info, record = machine_info(), load_record("learnability", label, setting)
