@@ -9,6 +9,7 @@ import verifiers as vf
 from gsm8k_course import HashParser, correct_answer
 from word_arithmetic import DIFFICULTIES, Problem, generate, load_environment, split_of
 
+
 def solve(problem: Problem) -> int:
     """An independent solver: reads the numbers back from the question text and applies the
     template's arithmetic in the order the words say."""
