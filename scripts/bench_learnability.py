@@ -71,11 +71,11 @@ class Setting:
     bf16: bool = False  # bfloat16 autocast for the update (fast only where the CPU has bf16 instructions)
     eval_max_tokens: int = 200
     num_eval: int = 200
-    reward: str = "hash_format"  # the format reward beside correct_answer: "hash_format" or "one_final_answer"
+    reward: str = "hash_format"  # the format reward beside correct_answer: "hash_format" or "one_answer_line"
 
 
-NOTEBOOK_02 = dict(learning_rate=5e-5, num_generations=4, prompts_per_step=2, max_completion_length=200,
-                   temperature=0.9)
+NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 200,
+                   "temperature": 0.9}
 ONE_STEP_20 = {"difficulty": "one-step", "max_number": 20}  # base ~22% strict (--explore): room to learn
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
@@ -106,14 +106,15 @@ def gsm8k_easy(split: str, max_annotations: int = 2):
     return gsm8k_course.prepare(raw)
 
 
-def one_final_answer(completion, **kwargs) -> float:
-    """1.0 when the reply's last non-empty line is '#### <number>' and it is the only '####' line; else 0.0."""
+def one_answer_line(completion, **kwargs) -> float:
+    """1.0 when the reply holds exactly one '####' and a number follows it; else 0.0: a list of '#### N'
+    lines earns nothing, an answer followed by more text still does (notebook 02's exercise)."""
     if isinstance(completion, list):
         completion = "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
-    lines = [line.strip() for line in str(completion).splitlines() if line.strip()]
-    if not lines or sum("####" in line for line in lines) != 1:
-        return 0.0
-    return 1.0 if re.fullmatch(r"####\s*\$?-?\d[\d,]*(?:\.\d+)?\.?", lines[-1]) else 0.0
+    from gsm8k_course import extract_hash_answer
+
+    text = str(completion)
+    return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
 
 
 def load_env(setting: Setting, num_train: int = 400):
@@ -136,10 +137,10 @@ def load_env(setting: Setting, num_train: int = 400):
                                   **setting.env_args)
     else:
         raise ValueError(f"unknown task {setting.task!r}")
-    if setting.reward == "one_final_answer":
-        env.rubric = vf.Rubric(funcs=[correct_answer, one_final_answer], weights=[1.0, 0.5], parser=env.parser)
+    if setting.reward == "one_answer_line":
+        env.rubric = vf.Rubric(funcs=[correct_answer, one_answer_line], weights=[1.0, 0.5], parser=env.parser)
     elif setting.reward != "hash_format":
-        raise ValueError(f"reward must be 'hash_format' or 'one_final_answer', not {setting.reward!r}")
+        raise ValueError(f"reward must be 'hash_format' or 'one_answer_line', not {setting.reward!r}")
     return env
 
 
@@ -173,7 +174,7 @@ def evaluate(server, tokenizer, env, max_tokens: int) -> dict:
         "n": n, "seconds": round(time.monotonic() - started, 1),
         "strict": sum(strict) / n, "lenient": sum(lenient) / n,
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
-        "one_final_answer": sum(one_final_answer(t) for t in texts) / n,
+        "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
         "multi_hash": sum(hash_lines(t) >= 2 for t in texts) / n,
         "cut": sum(not c.finished for c in completions) / n,
         "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
@@ -426,7 +427,7 @@ def summarize(record: dict) -> dict:
     for key in ("sec_per_step", "sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"):
         values = [r["training"].get(key) for r in runs if r["training"].get(key) is not None]
         out[key] = round(sum(values) / len(values), 2) if values else None
-    for key in ("hack", "multi_hash", "cut", "mean_tokens", "format", "one_final_answer"):
+    for key in ("hack", "multi_hash", "cut", "mean_tokens", "format", "one_answer_line"):
         out[f"base_{key}"] = base[key]
         out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
     d = out["diff_strict"]

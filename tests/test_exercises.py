@@ -266,22 +266,22 @@ def _adapter(kind):
 def _hack(kind):
     from gsm8k_course import extract_hash_answer
 
-    def one_final_answer(completion, **kwargs) -> float:
+    def one_answer_line(completion, **kwargs) -> float:
         text = completion[-1]["content"]
         lines = [line for line in text.strip().splitlines() if line.strip()]
         if kind == "right":
-            return float(text.count("####") == 1 and bool(lines) and lines[-1].lstrip().startswith("####")
-                         and bool(extract_hash_answer(lines[-1])))
+            return float(text.count("####") == 1 and bool(extract_hash_answer(text)))
         if kind == "format only":
             return float(bool(extract_hash_answer(text)))
-        if kind == "one marker":
-            return float(text.count("####") == 1 and bool(extract_hash_answer(text)))
         if kind == "last line":
-            return float(bool(lines) and lines[-1].startswith("####") and bool(extract_hash_answer(lines[-1])))
-        if kind == "endswith":
-            return float(text.count("####") == 1 and text.split("####")[-1].strip().isdigit() and not text.endswith("\n"))
+            return float(sum("####" in line for line in lines) == 1 and lines[-1].startswith("####")
+                         and bool(extract_hash_answer(lines[-1])))
+        if kind == "lines":
+            return float(sum("####" in line for line in lines) == 1 and bool(extract_hash_answer(text)))
+        if kind == "no number":
+            return float(text.count("####") == 1)
         raise ValueError(kind)
-    return one_final_answer
+    return one_answer_line
 
 
 def _feedback(kind):
@@ -427,9 +427,9 @@ def _table():
             ("only the first function", _adapter("one function"), "one TRL function per rubric function"),
         ]),
         "02-close-the-hack": (_hack("right"), _hack("format only"), [
-            ("one '####' anywhere", _hack("one marker"), "LAST non-empty line"),
-            ("the last line only", _hack("last line"), "ONE '####' line"),
-            ("a trailing newline refused", _hack("endswith"), "trailing newline"),
+            ("the answer must be the last line", _hack("last line"), "text after the one answer line is fine"),
+            ("'####' lines counted, not markers", _hack("lines"), "count the '####' markers"),
+            ("no number asked for", _hack("no number"), "holds no number"),
         ]),
         "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
             ("numbers compared as text", _feedback("as text"), "as numbers"),

@@ -191,4 +191,4 @@ def _check_args(**args) -> None:
         raise ValueError(f"max_number must be a whole number from {MIN_MAX_NUMBER} to {MAX_MAX_NUMBER}, "
                          f"not {max_number!r}")
     if not isinstance(args["seed"], int) or isinstance(args["seed"], bool):
-        raise ValueError(f"seed must be a whole number, not {args['seed']!r}")
+        raise ValueError(f"seed must be a whole number, not {args['seed']!r}")  # noqa: TRY004 - as every bad argument

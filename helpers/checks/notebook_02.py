@@ -1,5 +1,5 @@
 """Checks of notebook 02's exercises (GRPO): advantages, a knob that kills the signal, the rubric as
-TRL reward functions, and a reward that the '#### N' hack cannot earn."""
+TRL reward functions, and a reward that the '#### N' list (the hack) cannot earn."""
 
 from __future__ import annotations
 
@@ -117,12 +117,12 @@ def reward_adapter(build) -> str | None:
 
 HACK_CASES = [  # (reply, expected score, what a wrong score here means)
     ("48 / 2 = 24, 48 + 24 = 72.\n#### 72", 1.0, "a worked answer ending in '#### 72' must earn 1.0"),
-    ("48 + 24 = 72\n#### 72\n", 1.0, "a trailing newline is still a proper ending: strip the text first"),
+    ("#### 72\nThe answer is: 72", 1.0,
+     "text after the one answer line is fine (SmolLM2 often writes it): only a second '####' is the hack"),
     ("Total: $1,200\n#### 1,200", 1.0, "'#### 1,200' is a number too (use extract_hash_answer)"),
-    ("#### 72\n#### 72\n#### 72\n#### 72", 0.0, "a list of '#### N' lines is the hack: only ONE '####' line earns it"),
-    ("#### 72\n#### 12\n#### 72", 0.0, "several '####' lines earn 0, whatever the last one says"),
-    ("48 + 24 = 72\n#### 72\nNext question: what is 5 + 5?", 0.0,
-     "the '####' line must be the LAST non-empty line: the model went on after its answer"),
+    ("#### 72\n#### 72\n#### 72\n#### 72", 0.0, "a list of '#### N' lines is the hack: only ONE '####' earns it"),
+    ("#### 72\n#### 12\n#### 72", 0.0, "several '####' lines earn 0, whatever they say"),
+    ("The answer is #### 72 #### 72", 0.0, "count the '####' markers, not the lines: two on one line are two"),
     ("First, 48 divided by 2 is 24. Then we add 48 and", 0.0, "a reply cut before its answer earns 0"),
     ("So the answer is\n#### seventy-two", 0.0, "'#### seventy-two' holds no number"),
     ("", 0.0, "an empty reply earns 0"),
@@ -131,9 +131,9 @@ HACK_CASES = [  # (reply, expected score, what a wrong score here means)
 
 @checks_exercise("02-close-the-hack")
 def close_the_hack(func) -> str | None:
-    """func(completion) -> 1.0 only when the reply ends with its one '#### <number>' line."""
+    """func(completion) -> 1.0 only when the reply holds exactly one '####' with a number after it."""
     if not callable(func):
-        return "one_final_answer should be a reward function: def one_final_answer(completion, **kwargs) -> float"
+        return "one_answer_line should be a reward function: def one_answer_line(completion, **kwargs) -> float"
     for text, expected, hint in HACK_CASES:
         try:
             got = func(completion=[{"role": "assistant", "content": text}], answer="72")
