@@ -80,7 +80,7 @@ print("RESULT " + json.dumps({
 WATCHER = """
 import os, subprocess, sys, time
 sys.path.insert(0, {workshop!r})
-from course_hub import Cgroups
+from hub_cgroups import Cgroups
 test_pid = {test_pid}
 while True:
     try:
@@ -104,7 +104,7 @@ class Hub:
     token: str
     learners: list[str]
     group: str
-    cgroups: object  # course_hub.Cgroups
+    cgroups: object  # hub_cgroups.Cgroups
     process: subprocess.Popen
     log: Path
     room_key: str = ""
@@ -154,7 +154,7 @@ def _remove_users(users: list[str], group: str) -> None:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory, gsm8k_dir):
-    from course_hub import Cgroups
+    from hub_cgroups import Cgroups
     from serve_room import room_server
 
     started = time.monotonic()
