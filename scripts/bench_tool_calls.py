@@ -244,8 +244,9 @@ def main() -> None:
 def _earlier_rows(path: Path, setups: list[str]) -> list[dict]:
     """The set-ups of an earlier result file that this run does not measure again, marked with it."""
     earlier = json.loads(path.read_text())
-    return [{**row, "measured in": path.name, "commit": earlier["commit"]}
-            for row in earlier["setups"] if row["setup"] not in setups and row["setup"] in SETUPS]
+    rows = [{**row, "measured in": path.name, "commit": earlier["commit"]} for row in earlier["setups"]]
+    rows += earlier.get("earlier setups", [])  # already marked with their own file and commit
+    return [row for row in rows if row["setup"] not in setups and row["setup"] in SETUPS]
 
 
 def _cell(column: str, value) -> str:

@@ -5,6 +5,7 @@ the JSON-reply protocol's conversion of a reply into a tool call. The real local
 environment in tests/test_multiturn_env.py (vf-eval) and in scripts/bench_tool_calls.py."""
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ import pytest
 import verifiers as vf
 from gsm8k_calculator import (
     JSON_WORKED_EXAMPLE,
+    STRICT_EXPRESSION_PATTERN,
+    STRICT_RESPONSE_PATTERN,
     JsonToolEnv,
     TolerantToolEnv,
     calculate,
@@ -168,6 +171,17 @@ def test_reply_schema_offers_each_tool_or_a_response():
     expression = strict["anyOf"][0]["properties"]["tool_call"]["properties"]["arguments"]["properties"]["expression"]
     assert "pattern" in expression and "pattern" in strict["anyOf"][1]["properties"]["response"]
     assert "pattern" not in tools[0]["function"]["parameters"]["properties"]["expression"]  # not changed in place
+
+
+def test_strict_patterns_hold_a_call_to_arithmetic_and_a_reply_to_one_final_number():
+    expression, response = re.compile(STRICT_EXPRESSION_PATTERN), re.compile(STRICT_RESPONSE_PATTERN)
+    assert expression.match("3 * 12 - 5") and expression.match("(48 / 2) + 0.5")
+    for bad in ("100 + 25 + 50 = 300", "x * 2", "__import__('os')", ""):
+        assert not expression.match(bad), bad
+    assert response.match("3 boxes of 12 is 36, and 36 - 5 = 31.\n#### 31") is None  # one line only
+    assert response.match("3 boxes of 12 is 36, and 36 - 5 = 31. #### 31") and response.match("Half. #### 2.5")
+    for bad in ("#### 105.1010101010", "#### 31 apples", "no answer", "#### 3\n#### 4"):
+        assert not response.match(bad), bad
 
 
 def test_without_the_grammar_no_schema_is_sent_and_json_the_model_writes_is_still_read():

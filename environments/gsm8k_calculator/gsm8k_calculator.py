@@ -237,9 +237,11 @@ JSON_WORKED_EXAMPLE = [
     {"role": "assistant", "content": '{"response": "3 boxes of 12 apples is 36 apples, and 36 - 5 = 31.\\n#### 31"}'},
 ]
 MAX_RESPONSE_CHARS = 400  # the grammar closes a final reply here (a 135M model can ramble until max_tokens)
-# The strict form: an expression of the calculator's characters only, a reply ending in '#### <number>'.
+# The strict form: an expression of the calculator's characters only, a reply ending in '#### <number>'. The
+# number has at most 2 decimals: with any number allowed, the 135M model wrote '#### 105.1010...' until
+# max_tokens (tool_calls-2026-12-04.json's first strict-form run).
 STRICT_EXPRESSION_PATTERN = rf"^[0-9.+*/%() -]{{1,{MAX_EXPRESSION_CHARS}}}$"
-STRICT_RESPONSE_PATTERN = r'^[^#"\\\x00-\x1f]{0,300}#### -?[0-9]+(\.[0-9]+)?$'
+STRICT_RESPONSE_PATTERN = r'^[^#"\\\x00-\x1f]{0,300}#### -?[0-9]{1,15}(\.[0-9]{1,2})?$'
 
 
 def json_reply_schema(oai_tools: list[dict], strict: bool = False) -> dict:
