@@ -87,6 +87,10 @@ def test_03_multiturn_and_tools(tmp_path, monkeypatch, uninstall_learner_module)
     turns = calls[calls["op"].str.endswith("get_model_response")].groupby("parent_id").size()
     assert turns.max() >= 2, "no rollout with two model turns in the trace"
     assert (calls["op"] == "calculate").any(), "the calculator's calls are not traced as their own op"
+    # a real tool round trip from the local model (JSON replies): calculate called by ToolEnv.call_tool
+    called_by = calls[calls["op"] == "calculate"]["parent_id"].map(ops).fillna("")
+    assert called_by.str.endswith("ToolEnv.call_tool").any(), "no tool call of the model reached the calculator"
+    assert "a round trip: yes" in text
 
     # the tool measurement, the learner's module under vf-eval, and the closing figures
     assert "tool-call rate" in text and "valid-argument rate" in text
