@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_results import RESULTS_DIR, machine_info, write_result
+from bench_update import seconds_per_update
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -325,19 +326,9 @@ def update_timing(threads: int, batch: int = 8, prompt: int = 90, completion: in
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.train()
             optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-            ids = torch.randint(100, 40000, (batch, prompt + completion))
-            seconds = []
-            for _ in range(repeats + 1):
-                started = time.perf_counter()
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    logits = model(ids, logits_to_keep=completion + 1).logits[:, :-1].float()
-                loss = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion:, None]).mean()
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
-                seconds.append(time.perf_counter() - started)
             cases.append({"bf16": bf16, "train_top_layers": top, "gradient_checkpointing": not top,
-                          "seconds_per_update": round(sum(seconds[1:]) / repeats, 2)})
+                          "seconds_per_update": seconds_per_update(model, optimizer, batch, prompt, completion,
+                                                                   bf16, repeats)})
             print(json.dumps(cases[-1]), flush=True)
     return {"batch": batch, "tokens": batch * (prompt + completion), "threads": threads, "cases": cases}
 

@@ -22,6 +22,25 @@ ROOT = Path(__file__).resolve().parent.parent
 from bench_results import machine_info, write_result
 
 
+def seconds_per_update(model, optimizer, batch: int, prompt: int, completion: int, bf16: bool, repeats: int) -> float:
+    """Mean seconds of one update (forward, backward, optimizer step) on a batch of random tokens; the
+    first update also allocates the optimizer state and is not counted."""
+    import torch
+
+    ids = torch.randint(100, 40000, (batch, prompt + completion))
+    seconds = []
+    for _ in range(repeats + 1):
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(ids, logits_to_keep=completion + 1).logits[:, :-1].float()
+        loss = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion:, None]).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        seconds.append(time.perf_counter() - started)
+    return round(sum(seconds[1:]) / repeats, 2)
+
+
 def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing: bool, repeats: int) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
@@ -35,19 +54,9 @@ def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    ids = torch.randint(100, 40000, (batch, prompt + completion))
-    seconds = []
-    for _ in range(repeats + 1):  # the first update also allocates the optimizer state: not counted
-        started = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(ids, logits_to_keep=completion + 1).logits[:, :-1].float()
-        loss = torch.log_softmax(logits, -1).gather(-1, ids[:, -completion:, None]).mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        seconds.append(time.perf_counter() - started)
+    seconds = seconds_per_update(model, optimizer, batch, prompt, completion, bf16, repeats)
     return {"batch": batch, "tokens": batch * (prompt + completion), "bf16": bf16, "gradient_checkpointing": checkpointing,
-            "threads": torch.get_num_threads(), "seconds_per_update": round(sum(seconds[1:]) / repeats, 2),
+            "threads": torch.get_num_threads(), "seconds_per_update": seconds,
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 2)}
 
 
