@@ -106,7 +106,7 @@ def print_table(record: dict) -> None:
     cols = ("hack", "multi_hash", "cut", "format", "one_answer_line", "strict", "mean_tokens")
     print("\n| run | " + " | ".join(cols) + " | training: clipped first->last | multi-#### first->last |")
     print("|" + "---|" * (len(cols) + 3))
-    print("| base | " + " | ".join(f"{base[c]:.2f}" for c in cols) + " | | |")
+    print("| base | " + " | ".join("n/a" if base.get(c) is None else f"{base[c]:.2f}" for c in cols) + " | | |")
     for r in sorted(record["runs"], key=lambda r: (r["reward"], r["seed"])):
         t = r["training"]
         print(f"| {r['reward']} seed {r['seed']} | " + " | ".join(f"{r['after'][c]:.2f}" for c in cols)
