@@ -1,5 +1,7 @@
 """Every numbered notebook, executed headlessly with papermill against the real local stack."""
 
+import re
+
 import pytest
 from notebook_run import execute, outputs_text
 
@@ -48,6 +50,9 @@ def test_01_traced_gsm8k_eval(tmp_path, monkeypatch):
     calls = calls_table(session=session)
     evaluates = calls[calls["op"].str.endswith("Environment.evaluate")]
     assert len(evaluates) == 2  # the classic run and the '#### N' run
+    # the closing count is the store's, not a table made earlier in the notebook
+    printed = re.search(r"traced calls in this project: (\d+);", text)
+    assert printed and int(printed.group(1)) == len(session.get_calls()), printed
     trace = calls[calls["trace_id"] == evaluates.iloc[-1]["trace_id"]]
     by_id = trace.set_index("call_id")
     for child_op in EVALUATE_TREE[1:]:
