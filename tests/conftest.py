@@ -14,6 +14,18 @@ for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "WANDB_API_KEY"
     os.environ.pop(key, None)
 
 
+@pytest.fixture(autouse=True)
+def no_environment_leaks():
+    """What a test (or a library it calls) writes into os.environ stays in that test. transformers'
+    TrainingArguments writes ACCELERATE_MIXED_PRECISION=bf16 for a bf16 config and later CPU configs keep
+    it: leaked, it made notebook 02's kernel train under emulated bfloat16, ~10x slower on an AVX2 CPU."""
+    before = dict(os.environ)
+    yield
+    if dict(os.environ) != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def gsm8k_dir() -> Path:
     path = os.environ.get("GSM8K_DIR")

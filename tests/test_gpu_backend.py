@@ -6,6 +6,7 @@ checked by scripts/check_pins.py, which needs the registry; scripts/gpu_smoke.py
 
 import dataclasses
 import fnmatch
+import os
 
 import pytest
 import torch
@@ -173,6 +174,20 @@ def test_the_cpu_never_autocasts_to_bfloat16():
     """TRL's GRPOConfig turns bf16 on by default; on a CPU without bfloat16 instructions that is ~20x slower."""
     assert grpo.device_settings("cpu")["bf16"] is False
     assert GRPOConfig(output_dir="unused", **grpo.device_settings("cpu")).bf16 is False
+
+
+def test_a_bf16_config_earlier_in_the_process_leaves_the_cpu_in_float32(monkeypatch):
+    """transformers writes ACCELERATE_MIXED_PRECISION=bf16 into os.environ for a bf16 config (TRL's default, a
+    GPU plan) and a later config with bf16=False keeps it: accelerate then autocast the CPU run to bfloat16,
+    ~10x slower on an AVX2 CPU (notebook 02 took over 35 minutes in CI). The CPU settings say float32 there."""
+    from unittest import mock
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return_value=True):
+        assert GRPOConfig(output_dir="unused", use_cpu=True).bf16  # TRL's default, as a learner might build it
+    assert os.environ["ACCELERATE_MIXED_PRECISION"] == "bf16"  # what transformers leaves behind
+    config = GRPOConfig(output_dir="unused", **grpo.device_settings("cpu"))
+    assert not config.bf16 and os.environ["ACCELERATE_MIXED_PRECISION"] == "no"
 
 
 def test_lora_only_on_the_gpu():

@@ -13,6 +13,7 @@ on a GPU yet (scripts/gpu_smoke.py checks them on one).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +133,11 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     """
     if backend == "cpu":
         settings = {"use_cpu": True, "bf16": False, "fp16": False, "use_vllm": False}
+        # bf16=False alone is not enough: transformers' TrainingArguments writes ACCELERATE_MIXED_PRECISION
+        # into os.environ whenever a config has bf16 or fp16 on (TRL's GRPOConfig default, a GPU plan), and a
+        # later config with both off keeps what it finds there, so every later CPU trainer in the process
+        # (and every kernel it starts) would autocast to bfloat16. Say float32 where accelerate reads it.
+        os.environ["ACCELERATE_MIXED_PRECISION"] = "no"
     elif backend == "verifiers":  # its trainer script trains in bf16 under DeepSpeed (training/zero3.yaml)
         settings = {"use_cpu": False, "bf16": True, "fp16": False, "use_vllm": False}
     elif backend == "gpu":
