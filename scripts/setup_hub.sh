@@ -41,18 +41,21 @@ command -v npm >/dev/null || {
 stamp=".venv/.hub-installed-$(cat workshop/requirements-hub.txt workshop/proxy/package-lock.json | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ -x .venv/hub-proxy/node_modules/.bin/configurable-http-proxy ]; then
   echo "setup_hub: the hub is up to date"
-  exit 0
+else
+  start=$(date +%s)
+  echo "setup_hub: installing JupyterHub into .venv (workshop/requirements-hub.txt; the course's pins stay)"
+  .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q \
+    -r workshop/requirements-hub.txt -c requirements.txt
+  echo "setup_hub: installing JupyterHub's proxy (npm: configurable-http-proxy) into .venv/hub-proxy"
+  rm -rf .venv/hub-proxy
+  mkdir -p .venv/hub-proxy
+  cp workshop/proxy/package.json workshop/proxy/package-lock.json .venv/hub-proxy/
+  npm ci --prefix .venv/hub-proxy --omit=dev --no-audit --no-fund --loglevel=error
+  rm -f .venv/.hub-installed-*
+  touch "$stamp"
+  echo "setup_hub: installed in $(( $(date +%s) - start )) s"
 fi
-start=$(date +%s)
-echo "setup_hub: installing JupyterHub into .venv (workshop/requirements-hub.txt; the course's pins stay)"
-.venv/bin/python -m pip install --disable-pip-version-check --progress-bar off -q \
-  -r workshop/requirements-hub.txt -c requirements.txt
-echo "setup_hub: installing JupyterHub's proxy (npm: configurable-http-proxy) into .venv/hub-proxy"
-rm -rf .venv/hub-proxy
-mkdir -p .venv/hub-proxy
-cp workshop/proxy/package.json workshop/proxy/package-lock.json .venv/hub-proxy/
-npm ci --prefix .venv/hub-proxy --omit=dev --no-audit --no-fund --loglevel=error
-rm -f .venv/.hub-installed-*
-touch "$stamp"
-echo "setup_hub: done in $(( $(date +%s) - start )) s; start the hub with" \
-  "\`.venv/bin/jupyterhub -f workshop/jupyterhub_config.py\` (INSTRUCTOR_GUIDE.md: the room)"
+# The instructor's account gets its password now (COURSE_HUB_ADMIN_PASSWORD, or typed at a terminal), never
+# at a first login, where whoever came first would become the room's admin.
+.venv/bin/python workshop/admin_password.py
+echo "setup_hub: start the hub with \`.venv/bin/jupyterhub -f workshop/jupyterhub_config.py\` (INSTRUCTOR_GUIDE.md: the room)"

@@ -33,8 +33,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "workshop"), str(ROOT / "scripts")]
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
-                                reason="the hub test creates Unix users and cgroups: run it as root on Linux (CI does)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
+                                 reason="the hub test creates Unix users and cgroups: run it as root on Linux (CI does)")]
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MEM_LIMIT = 6 * 2**30  # the config's default, COURSE_HUB_MEM_LIMIT=6G
@@ -109,6 +110,8 @@ class Hub:
     log: Path
     room_key: str = ""
     setup_s: float = 0.0
+    admin: str = ""
+    admin_password: str = ""
 
     def api(self, method: str, path: str, body: dict | None = None, timeout: float = 30) -> tuple[int, dict]:
         request = urllib.request.Request(f"{self.url}/hub/api{path}", method=method,
@@ -172,7 +175,7 @@ def hub(tmp_path_factory, gsm8k_dir):
                                               users=[*learners, admin], group=group, data=str(data),
                                               modes={str(path): mode for path, mode in modes.items()})],
         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    token = secrets.token_hex(32)
+    token, admin_password = secrets.token_hex(32), secrets.token_urlsafe(16)
     port, hub_port, proxy_port = _free_ports(3)
     config = data / "test_config.py"
     config.write_text(f"""
@@ -189,7 +192,8 @@ c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-tes
     try:
         setup = subprocess.run(["bash", "scripts/setup_hub.sh"], check=False, cwd=ROOT, capture_output=True,
                                text=True, stdin=subprocess.DEVNULL, timeout=900,
-                               env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1"})
+                               env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1", "COURSE_HUB_DATA": str(data / "hub"),
+                                    "COURSE_HUB_ADMIN": admin, "COURSE_HUB_ADMIN_PASSWORD": admin_password})
         assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-3000:]
         with room_server(parallel=4, key=secrets.token_urlsafe(24)) as room:
             env = {**os.environ, "OPENAI_BASE_URL": room.base_url, "OPENAI_API_KEY": room.api_key,
@@ -203,7 +207,8 @@ c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-tes
                     ["sh", "-c", f'{join} exec "$@"', "hub", str(ROOT / ".venv" / "bin" / "jupyterhub"),
                      "-f", str(config)], cwd=data, env=env, stdout=out, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL)
-            hub = Hub(f"http://127.0.0.1:{port}", token, learners, group, cgroups, process, log, room.api_key)
+            hub = Hub(f"http://127.0.0.1:{port}", token, learners, group, cgroups, process, log, room.api_key,
+                      admin=admin, admin_password=admin_password)
             deadline = time.monotonic() + 120
             while hub.api("GET", "/")[0] != 200:
                 assert process.poll() is None, f"the hub exited:\n{hub.log_tail()}"
@@ -354,3 +359,80 @@ def test_an_existing_account_cannot_be_claimed(hub):
     status, reply = hub.api("POST", "/users", {"usernames": ["root"]})
     assert status == 400, (status, reply)
     assert shutil.which("useradd"), "useradd is what the hub creates learners with"
+
+
+def _log_in(hub: Hub, name: str, password: str) -> int:
+    """A browser's login through the hub's form (with its _xsrf cookie); the reply's status: 302 logged in."""
+    import http.cookiejar
+    import urllib.parse
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor(jar),
+                                          NoRedirect())
+    with browser.open(f"{hub.url}/hub/login", timeout=30) as page:
+        page.read()
+    xsrf = next(cookie.value for cookie in jar if cookie.name == "_xsrf")
+    form = urllib.parse.urlencode({"username": name, "password": password, "_xsrf": xsrf}).encode()
+    try:
+        with browser.open(urllib.request.Request(f"{hub.url}/hub/login", data=form), timeout=60) as reply:
+            return reply.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_the_admin_account_is_made_at_setup_not_by_whoever_logs_in_first(hub, tmp_path):
+    """With FirstUseAuthenticator alone, the first login as `instructor` set its password and made that
+    person admin. setup_hub.sh sets the admin's password; a guess is refused, the real one works, and a hub
+    whose admin has no password refuses to start."""
+    assert _log_in(hub, hub.admin, "a-first-comer's-guess") != 302
+    assert _log_in(hub, hub.admin, hub.admin_password) == 302
+    assert hub.admin_password not in hub.log.read_text(errors="replace")
+
+    no_admin = subprocess.run([str(ROOT / ".venv" / "bin" / "jupyterhub"), "-f", str(ROOT / "workshop" / "jupyterhub_config.py")],
+                              cwd=tmp_path, env={**os.environ, "COURSE_HUB_DATA": str(tmp_path / "hub"),
+                                                 "COURSE_HUB_ADMIN": hub.admin},
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    assert no_admin.returncode != 0 and "has no password yet" in no_admin.stderr + no_admin.stdout
+
+
+def test_a_link_planted_in_the_home_hands_over_nothing(hub, tmp_path):
+    """prepare_home ran as root at every server start and changed the owner of everything under ~/course,
+    following links: a learner's link to a root-owned file made that file the learner's. Links to a root-owned
+    file and folder are planted in ~/course and ~/runs; after a restart both still belong to root."""
+    user = hub.learners[1]
+    account = pwd.getpwnam(user)
+    home = Path(account.pw_dir)
+    targets = tmp_path / "root-owned"
+    targets.mkdir()
+    secret_file, secret_folder = targets / "file", targets / "folder"
+    secret_file.write_text("root's")
+    secret_folder.mkdir()
+    (secret_folder / "inside").write_text("root's")
+    before = {path: (path.stat().st_uid, path.stat().st_mode) for path in (secret_file, secret_folder, secret_folder / "inside")}
+    for name, target in (("file-link", secret_file), ("folder-link", secret_folder)):
+        for place in (home / "course", home / "course" / "notebooks", home / "runs"):
+            link = place / name
+            link.symlink_to(target)
+            os.lchown(link, account.pw_uid, account.pw_gid)  # as the learner would have made it
+
+    status, _ = hub.api("DELETE", f"/users/{user}/server")
+    assert status in (202, 204)
+    deadline = time.monotonic() + 60
+    while hub.api("GET", f"/users/{user}")[1].get("servers") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    status, reply = hub.api("POST", f"/users/{user}/server")
+    assert status in (201, 202), (status, reply, hub.log_tail())
+    deadline = time.monotonic() + 120
+    while not hub.api("GET", f"/users/{user}")[1].get("servers", {}).get("", {}).get("ready"):
+        assert time.monotonic() < deadline, f"{user}'s server did not start again:\n{hub.log_tail()}"
+        time.sleep(1)
+
+    after = {path: (path.stat().st_uid, path.stat().st_mode) for path in before}
+    assert after == before, "a planted link handed its target to the learner"
+    # The course the learner got is the learner's own, made by the learner's user, not chowned by root.
+    notebook = home / "course" / "notebooks" / "01_traced_gsm8k_eval.ipynb"
+    assert notebook.stat().st_uid == account.pw_uid and (home / "runs").stat().st_uid == account.pw_uid

@@ -16,12 +16,12 @@ Imported by jupyterhub_config.py (this folder is put on sys.path there); stdlib 
 from __future__ import annotations
 
 import grp
-import os
 import pwd
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+from admin_password import has_password
 from firstuseauthenticator import FirstUseAuthenticator
 from hub_cgroups import CGROUP_FS, Cgroups
 from jupyterhub.auth import LocalAuthenticator
@@ -29,6 +29,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import List, Unicode
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+COPY_COURSE = Path(__file__).resolve().parent / "copy_course.py"
 
 
 class LearnerAuthenticator(LocalAuthenticator, FirstUseAuthenticator):
@@ -52,15 +53,19 @@ class LearnerAuthenticator(LocalAuthenticator, FirstUseAuthenticator):
         except KeyError:
             return False  # no learner group yet: every existing account is someone else's
 
+    async def authenticate(self, handler, data):
+        """The admin's name logs in only with the password set at set-up (workshop/admin_password.py):
+        never by first use, where whoever came first would become the room's admin."""
+        name = self.normalize_username(data.get("username", ""))
+        if name in self.admin_users and not has_password(self.dbm_path, name):
+            self.log.warning("Login as the admin %r refused: its password is set at set-up "
+                             "(workshop/admin_password.py), not at a first login.", name)
+            return None
+        return await super().authenticate(handler, data)
+
     def add_system_user(self, user) -> None:
         subprocess.run(["groupadd", "--force", self.learner_group], check=True, capture_output=True)
         super().add_system_user(user)
-
-
-def _not_course_files(folder: str, names: list[str]) -> set[str]:
-    """Leave out sockets of running kernels, caches and checkpoints: only the course's files are copied."""
-    return {name for name in names if name in ("__pycache__", ".ipynb_checkpoints")
-            or not (os.path.isfile(os.path.join(folder, name)) or os.path.isdir(os.path.join(folder, name)))}
 
 
 class LearnerSpawner(LocalProcessSpawner):
@@ -78,17 +83,18 @@ class LearnerSpawner(LocalProcessSpawner):
         return Path(pwd.getpwnam(self.user.name).pw_dir)
 
     def prepare_home(self) -> None:
-        """Home 0700 (no other learner can read it), the course copied in once, the runs folder made."""
+        """Home 0700 (no other learner can read it); the course copied in once and the runs folder made,
+        both by the learner's own Unix user (workshop/copy_course.py): root never walks or changes the owner
+        of anything in a folder the learner can write, where a planted link would hand over its target."""
         account = pwd.getpwnam(self.user.name)
         home = Path(account.pw_dir)
-        home.chmod(0o700)
-        course = home / "course"
-        if not course.exists():  # first login only: a learner's edits are never overwritten
-            for folder in self.course_folders:
-                shutil.copytree(PROJECT_ROOT / folder, course / folder, ignore=_not_course_files)
-        (home / "runs").mkdir(exist_ok=True)
-        for path in [course, *course.rglob("*"), home / "runs"]:
-            os.chown(path, account.pw_uid, account.pw_gid)
+        home.chmod(0o700)  # the home itself: made by useradd in a root-owned /home, never a learner's link
+        copy = subprocess.run(
+            [sys.executable, "-I", str(COPY_COURSE), str(PROJECT_ROOT), str(home), *self.course_folders],
+            user=account.pw_uid, group=account.pw_gid, extra_groups=[], cwd=home, stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home)}, capture_output=True, text=True, timeout=300, check=False)
+        if copy.returncode:
+            raise RuntimeError(f"copying the course into {home} as {self.user.name} failed: {copy.stderr[-2000:]}")
 
     def get_env(self):
         env = super().get_env()

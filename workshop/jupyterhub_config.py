@@ -11,7 +11,8 @@ Settings (environment variables of the hub; the defaults in brackets):
     COURSE_HUB_URL [http://127.0.0.1:8000]   where learners' browsers connect; name the machine's address
                                              to open it to the room (then put TLS in front: passwords travel)
     COURSE_HUB_DATA [/srv/course-hub]        the hub's database, cookie secret and password hashes (0700)
-    COURSE_HUB_ADMIN [instructor]            the instructor's name: log in with it first, to set its password
+    COURSE_HUB_ADMIN [instructor]            the instructor's name; its password is set at set-up
+                                             (COURSE_HUB_ADMIN_PASSWORD or typed, workshop/admin_password.py)
     COURSE_HUB_MEM_LIMIT [6G], COURSE_HUB_CPU_LIMIT [2]   per learner (INSTRUCTOR_GUIDE.md: sizing)
     COURSE_HUB_IDLE_TIMEOUT_S [3600]         servers idle this long are stopped (jupyterhub-idle-culler)
     COURSE_HUB_CGROUP [course-hub]           parent cgroup of the learners' cgroups
@@ -28,6 +29,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from admin_password import admin_name, has_password, passwords_path
+from admin_password import data_dir as hub_data_dir
 from course_hub import PROJECT_ROOT, LearnerAuthenticator, LearnerSpawner
 
 c = get_config()  # noqa: F821 - JupyterHub's config loader provides it
@@ -37,11 +40,15 @@ PROXY = PROJECT_ROOT / ".venv" / "hub-proxy" / "node_modules" / ".bin" / "config
 ROOM_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "GSM8K_DIR")
 LEARNER_GROUP = os.environ.get("COURSE_HUB_GROUP", "course-learners")
 
-data_dir = Path(os.environ.get("COURSE_HUB_DATA", "/srv/course-hub"))
+data_dir = hub_data_dir()
 data_dir.mkdir(parents=True, exist_ok=True)
 data_dir.chmod(0o700)
 if not PROXY.exists():
     sys.exit(f"course hub: {PROXY} is missing. Run `bash scripts/setup_hub.sh` first.")
+ADMIN = admin_name()
+if not has_password(passwords_path(data_dir), ADMIN):
+    sys.exit(f"course hub: the instructor's account {ADMIN!r} has no password yet. Set it first (as root): "
+             "COURSE_HUB_ADMIN_PASSWORD=... bash scripts/setup_hub.sh, or .venv/bin/python workshop/admin_password.py")
 room = {name: os.environ[name] for name in ROOM_VARIABLES if os.environ.get(name)}
 if "OPENAI_BASE_URL" not in room:
     print("course hub: OPENAI_BASE_URL is not set, so every learner's kernel starts its own model server "
@@ -61,11 +68,11 @@ c.JupyterHub.cleanup_servers = True  # stopping the hub stops every learner's se
 
 # --- who logs in: each learner picks a name and a password at first login; later logins need it
 c.JupyterHub.authenticator_class = LearnerAuthenticator
-c.LearnerAuthenticator.dbm_path = str(data_dir / "passwords.dbm")
+c.LearnerAuthenticator.dbm_path = str(passwords_path(data_dir))
 c.LearnerAuthenticator.create_users = True  # or list the names: c.Authenticator.allowed_users = {...}
 c.LearnerAuthenticator.min_password_length = 8
 c.Authenticator.allow_all = True
-c.Authenticator.admin_users = {os.environ.get("COURSE_HUB_ADMIN", "instructor")}
+c.Authenticator.admin_users = {ADMIN}
 # Names become Unix users: lowercase letters, digits, '-' and '_'. Existing accounts outside the
 # learner group (root, the instructor's own login, ...) can never be claimed: see LearnerAuthenticator.
 c.Authenticator.username_pattern = r"^[a-z][a-z0-9_-]{1,31}$"

@@ -1,0 +1,74 @@
+"""The instructor's hub account is made at set-up, with its password, never at a first login: with
+FirstUseAuthenticator alone, whoever logged in first as the admin's name would set its password and
+become admin. scripts/setup_hub.sh runs this; workshop/course_hub.py refuses the admin's name until it has
+run, and workshop/jupyterhub_config.py will not start without it.
+
+    COURSE_HUB_ADMIN_PASSWORD=... .venv/bin/python workshop/admin_password.py   # or type it when asked
+
+Uses the hub's settings: COURSE_HUB_DATA [/srv/course-hub] (the password file is passwords.dbm there,
+as in jupyterhub_config.py) and COURSE_HUB_ADMIN [instructor]. Stored as FirstUseAuthenticator stores
+every password: a bcrypt hash in that dbm file (0600, in a 0700 folder).
+"""
+
+from __future__ import annotations
+
+import dbm
+import getpass
+import os
+import sys
+from pathlib import Path
+
+MIN_LENGTH = 8  # jupyterhub_config.py's min_password_length
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("COURSE_HUB_DATA", "/srv/course-hub"))
+
+
+def admin_name() -> str:
+    return os.environ.get("COURSE_HUB_ADMIN", "instructor")
+
+
+def passwords_path(folder: Path | None = None) -> Path:
+    return (folder or data_dir()) / "passwords.dbm"
+
+
+def has_password(path: Path | str, name: str) -> bool:
+    try:
+        with dbm.open(str(path), "r") as db:
+            return name.encode() in db
+    except dbm.error:  # no password file yet
+        return False
+
+
+def set_password(path: Path | str, name: str, password: str) -> None:
+    import bcrypt
+
+    if len(password) < MIN_LENGTH:
+        raise ValueError(f"the password must have at least {MIN_LENGTH} characters")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).parent.chmod(0o700)
+    with dbm.open(str(path), "c", 0o600) as db:
+        db[name.encode()] = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+
+
+def main() -> None:
+    name, path = admin_name(), passwords_path()
+    password = os.environ.get("COURSE_HUB_ADMIN_PASSWORD")
+    if password is None:
+        if has_password(path, name):
+            print(f"admin_password: {name!r} already has a password in {path}")
+            return
+        if not sys.stdin.isatty():
+            sys.exit(f"admin_password: the instructor's account {name!r} needs a password before the hub starts. "
+                     "Set COURSE_HUB_ADMIN_PASSWORD (at least 8 characters) or run this in a terminal to type it.")
+        password = getpass.getpass(f"password for the hub's instructor account {name!r}: ")
+    try:
+        set_password(path, name, password)
+    except ValueError as e:
+        sys.exit(f"admin_password: {e}")
+    print(f"admin_password: {name!r} can now log in with its password (stored hashed in {path})")
+
+
+if __name__ == "__main__":
+    main()
