@@ -56,17 +56,29 @@ class RewardFunctionFailing(RuntimeError):
 # ----------------------------------------------------------------------------- the CPU
 
 
-def default_threads(sample_s: float = 2.0) -> int:
-    """Cores that other programs are not using right now. On a shared machine, 2 torch threads
-    fighting other processes for 2 cores ran 5x slower than 1 thread (measured), so busy cores are
-    left alone. Measured over `sample_s` while this process waits: the load average would count
-    this process's own work of the last minute (loading the model) and leave a core idle. A core
-    counts as busy when at least 75% of it is used: a short burst of another program (a shell
-    command, a background flush) must not halve the speed of a whole training run."""
+THREADS_VARIABLE = "COURSE_THREADS"  # a fixed count (the tests and CI set it to the cores): no sampling
+
+
+def default_threads(samples: int = 4, sample_s: float = 0.5) -> int:
+    """How many torch threads (and policy-server threads) to use: $COURSE_THREADS when set, else every core
+    except those other programs keep busy through the whole 2-second sample (busy in each of its 4 parts).
+
+    Why, measured (benchmarks/results/update-threads-2026-12-05.json, scripts/bench_update.py --threads 1 2
+    --busy 0 1 2; one float32 update, AMD EPYC, 2 cores, AVX2): idle, 2 threads 3.51 s and 1 thread 5.16 s;
+    beside 1 busy process, 2 threads 8.42 s and 1 thread 5.01 s; beside 2, 16.98 s and 7.87 s. Threads that
+    fight other programs for cores cost up to 2.2x, a core left idle 1.5x: neither rule can cost 10x (that
+    was bfloat16 emulation: device_settings). What the old rule got wrong was one 2-second average, in which
+    a short burst of another program left a core idle for a whole training run; a burst now counts only if it
+    lasts all four samples."""
     import psutil
 
+    fixed = os.environ.get(THREADS_VARIABLE)
+    if fixed:
+        if not fixed.isdigit() or int(fixed) < 1:
+            raise ValueError(f"{THREADS_VARIABLE}={fixed!r}: set it to a whole number of threads, 1 or more")
+        return int(fixed)
     cores = os.cpu_count() or 1
-    busy = int(psutil.cpu_percent(interval=sample_s) / 100 * cores + 0.25)
+    busy = min(int(psutil.cpu_percent(interval=sample_s) / 100 * cores + 0.25) for _ in range(samples))
     return max(1, cores - busy)
 
 

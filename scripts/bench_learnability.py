@@ -47,10 +47,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_results import RESULTS_DIR, machine_info, write_result
+from bench_results import RESULTS_DIR, cpu_flags, machine_info, write_result
 from bench_update import seconds_per_update
 
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 
@@ -294,15 +293,6 @@ def training_figures(log_history: list[dict], names: list[str], multi_hash: list
         out["multi_hash_first"] = round(sum(multi_hash[:k]) / k, 4)
         out["multi_hash_last"] = round(sum(multi_hash[-k:]) / k, 4)
     return out
-
-
-def cpu_flags() -> dict:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return {flag: flag in flags for flag in CPU_FLAGS}
 
 
 def run_machine() -> dict:

@@ -7,6 +7,7 @@ Prints a table and writes benchmarks/results/signal-<date>.json.
     .venv/bin/python scripts/bench_signal.py                        # 96, 128 and 160 tokens, 40 prompts x 4
     .venv/bin/python scripts/bench_signal.py --lengths 96 128       # what signal-2026-12-03.json holds
     .venv/bin/python scripts/bench_signal.py --lengths 96 160 --prompts 16
+    .venv/bin/python scripts/bench_signal.py --lengths 32 48 --system-prompt "..." --suffix answer-only
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=40, help="training questions, one group of 4 each")
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.9)
+    parser.add_argument("--system-prompt", help="instead of CI's (tests/test_notebook_02.py's CI_SYSTEM_PROMPT)")
+    parser.add_argument("--suffix", default="", help="signal-<suffix>-<date>.json, to keep another prompt's file")
     args = parser.parse_args()
     os.environ.setdefault("GSM8K_DIR", str(ROOT.parent / "shared" / "data" / "gsm8k"))
 
@@ -43,8 +46,9 @@ def main() -> None:
 
     info = machine_info()
     ci_groups = CI_PARAMETERS["max_steps"] * CI_PARAMETERS["per_device_train_batch_size"] // CI_PARAMETERS["num_generations"]
+    system_prompt = args.system_prompt or CI_SYSTEM_PROMPT
     env = vf.load_environment("gsm8k-course", variant="hash", num_examples=args.prompts,
-                              system_prompt=CI_SYSTEM_PROMPT, seed=0)
+                              system_prompt=system_prompt, seed=0)
     model_dir = grpo.start_model("cpu")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in env.dataset["prompt"]]
@@ -65,6 +69,8 @@ def main() -> None:
             mixed = sum(len(set(g)) > 1 for g in groups) / len(groups)
             rows.append({"max_tokens": length, "completions": len(texts),
                          "format_rate": round(sum(s > 0 for s in scores["hash_format"]) / len(texts), 3),
+                         "correct_rate": round(sum(s > 0 for s in scores["correct_answer"]) / len(texts), 3),
+                         "mean_prompt_tokens": round(sum(map(len, prompt_ids)) / len(prompt_ids), 1),
                          "groups": len(groups), "groups_with_signal": round(mixed, 3),
                          "p_no_signal_in_ci_run": float(f"{(1 - mixed) ** ci_groups:.2g}"),
                          "sampling_s": round(seconds, 1)})
@@ -75,7 +81,8 @@ def main() -> None:
         print(f"| {r['max_tokens']} | {r['format_rate']} | {r['groups_with_signal']} | {r['p_no_signal_in_ci_run']} "
               f"| {r['sampling_s']} |")
     write_result("signal", info, {"prompts": args.prompts, "group": args.group, "temperature": args.temperature,
-                                  "system_prompt": CI_SYSTEM_PROMPT, "ci_groups": ci_groups, "rows": rows})
+                                  "system_prompt": system_prompt, "ci_groups": ci_groups, "rows": rows},
+                 suffix=args.suffix)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ its own). Prints a table and writes benchmarks/results/update-<date>.json.
 
     .venv/bin/python scripts/bench_update.py                     # notebook 02's batch: 8 x (130 + 200) tokens
     .venv/bin/python scripts/bench_update.py --batch 1 --bf16    # float32 vs bfloat16 (slow on AVX2: small batch)
+    .venv/bin/python scripts/bench_update.py --batch 1 --busy 0 1 --threads 1 2
+        # torch threads on an idle machine and beside other programs that keep cores busy: the rule of
+        # helpers.grpo.default_threads, written to update-threads-<date>.json
 """
 
 from __future__ import annotations
@@ -41,8 +44,12 @@ def seconds_per_update(model, optimizer, batch: int, prompt: int, completion: in
     return round(sum(seconds[1:]) / repeats, 2)
 
 
-def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing: bool, repeats: int) -> dict:
+def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing: bool, repeats: int,
+             threads: int | None = None) -> dict:
     import torch
+
+    if threads:
+        torch.set_num_threads(threads)
     from transformers import AutoModelForCausalLM
 
     sys.path.insert(0, str(ROOT))
@@ -67,13 +74,21 @@ def main() -> None:
     parser.add_argument("--completion", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--bf16", action="store_true", help="also TRL's default bfloat16 autocast")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # "bf16,checkpointing" in a child process
+    parser.add_argument("--threads", type=int, nargs="+", help="torch threads to try (float32, checkpointing on)")
+    parser.add_argument("--busy", type=int, nargs="+", default=[0],
+                        help="with --threads: how many other processes keep a core busy while it runs")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # "bf16,checkpointing[,threads]" in a child process
     args = parser.parse_args()
     if args.case:
-        bf16, checkpointing = (flag == "1" for flag in args.case.split(","))
-        print(json.dumps(one_case(args.batch, args.prompt, args.completion, bf16, checkpointing, args.repeats)))
+        flags = args.case.split(",")
+        bf16, checkpointing = (flag == "1" for flag in flags[:2])
+        threads = int(flags[2]) if len(flags) > 2 else None
+        print(json.dumps(one_case(args.batch, args.prompt, args.completion, bf16, checkpointing, args.repeats, threads)))
         return
     info = machine_info()
+    if args.threads:
+        threads_under_load(args, info)
+        return
     results = []
     for bf16, checkpointing in [(False, True), (False, False), *([(True, True)] if args.bf16 else [])]:
         out = subprocess.run([sys.executable, __file__, "--case", f"{int(bf16)},{int(checkpointing)}",
@@ -88,6 +103,35 @@ def main() -> None:
         print(f"| {'bf16 autocast' if r['bf16'] else 'float32'} | {'on' if r['gradient_checkpointing'] else 'off'} "
               f"| {r['seconds_per_update']} | {r['peak_rss_gb']} |")
     write_result("update", info, {"cases": results}, suffix=f"batch{args.batch}")
+
+
+def run_case(args, case: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--case", case, "--batch", str(args.batch), "--prompt",
+                          str(args.prompt), "--completion", str(args.completion), "--repeats", str(args.repeats)],
+                         capture_output=True, text=True, check=True, timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def threads_under_load(args, info: dict) -> None:
+    """Each thread count, with `busy` other processes spinning on a core each (stopped by their handles)."""
+    results = []
+    for busy in args.busy:
+        for threads in args.threads:
+            spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+            try:
+                result = {**run_case(args, f"0,1,{threads}"), "busy_processes": busy}
+            finally:
+                for spinner in spinners:
+                    spinner.kill()
+                    spinner.wait()
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    print(f"\n{info['cpu']}, {info['cores']} cores; one update of {args.batch} x ({args.prompt} + {args.completion}) "
+          "tokens, float32")
+    print("| other busy processes | torch threads | s/update |\n|---|---|---|")
+    for r in results:
+        print(f"| {r['busy_processes']} | {r['threads']} | {r['seconds_per_update']} |")
+    write_result("update", info, {"cases": results}, suffix="threads")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
 # Tests never reach the HF hub: GSM8K comes from GSM8K_DIR (CI points it at ../shared/data/gsm8k).
 if not os.environ.get("GSM8K_DIR") and SHARED_GSM8K.is_dir():
     os.environ["GSM8K_DIR"] = str(SHARED_GSM8K)
+# One conversion of the packaged GGUF to a transformers folder (~20 s) serves every test and kernel, whatever
+# runs folder (COURSE_RUNS_DIR) each one makes; the project's own runs/ keeps it between sessions.
+os.environ.setdefault("COURSE_MODELS_DIR", str(ROOT / "runs" / "models"))
+# Training and the policy server use every core, fixed: a 2-second CPU sample at a busy moment (another
+# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.default_threads).
+os.environ.setdefault("COURSE_THREADS", str(os.cpu_count() or 1))
 # Whatever the developer has exported, tests run the local default and never send keys anywhere.
 for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "WANDB_API_KEY"):
     os.environ.pop(key, None)

@@ -35,6 +35,7 @@ CHART = '.jp-OutputArea-output img[src^="data:image/png"]'
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(),
                        reason=f"{CHROMIUM} not found; run `bash scripts/install_browser.sh` (as root)"),
 ]

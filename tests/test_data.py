@@ -97,6 +97,7 @@ def test_zero_examples_is_refused_not_taken_as_all(gsm8k_dir):
         load_gsm8k("test", n=0)
 
 
+@pytest.mark.slow
 def test_a_hub_that_never_answers_fails_fast_naming_gsm8k_dir(monkeypatch, tmp_path):
     """A proxy or captive portal that accepts connections and then says nothing."""
     silent = socket.socket()

@@ -119,6 +119,7 @@ def _wait_for(predicate, timeout_s: float, every_s: float = 0.05):
     return predicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["llama.cpp", "transformers"])
 def test_server_exits_when_its_parent_is_killed_during_start_up(kind):
     """A kernel killed (SIGKILL) while the model is still loading leaves no server behind."""
@@ -170,6 +171,7 @@ print("SERVERS", len(servers))
 """
 
 
+@pytest.mark.slow
 def test_an_interrupted_first_start_then_a_rerun_leaves_one_server():
     out = subprocess.run([sys.executable, "-c", INTERRUPTED_THEN_RERUN], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=300, check=False)
@@ -209,6 +211,7 @@ def test_llama_server_refuses_requests_without_its_key_or_from_web_pages(local_s
     _assert_refuses_web_pages_and_keyless_requests(local_server, local_server.alias)
 
 
+@pytest.mark.slow
 def test_hf_server_refuses_requests_without_its_key_or_from_web_pages():
     from helpers.local.gguf_convert import convert_gguf
     from helpers.local.hf_server import HFModelServer
@@ -259,6 +262,7 @@ def test_a_custom_endpoint_records_a_real_model_name(monkeypatch, listing, expec
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_mid_evaluation_is_reported_in_plain_words(monkeypatch):
     from helpers import build_gsm8k_env, in_worker_thread
     from helpers.local import llama_server

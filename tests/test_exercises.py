@@ -2,9 +2,9 @@
 solutions/<notebook>.md and a registered check; each notebook ends with at least 10 review questions
 whose answers are in its solutions file. Every check is a small test suite: the table below holds, per
 exercise, the right answer, the blank (the cell as committed) and the plausible wrong answers, each of
-which must get "not yet" with a hint that names its mistake. Under papermill, every notebook runs with
-the solutions put in place of its exercise cells, and every check then says "correct" (the notebook
-tests run them as committed, where the checks say "not yet")."""
+which must get "not yet" with a hint that names its mistake. Under papermill, every notebook's solutions
+get "correct" from their checks in context: 00-02 in one run with solution probes (tests/notebook_run.py),
+03 here and 04 in its own test with the solutions put in place of the exercise cells."""
 
 import json
 import os
@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from notebook_run import cells, exercises, solutions, solved_copy
 from test_notebook_03 import CI_PARAMETERS as NOTEBOOK_03_CI
 
 from helpers.checks import CHECKS, _load_checks
@@ -23,57 +24,15 @@ from helpers.checks.notebook_02 import _advantages as advantages
 from helpers.local.notebook_runner import NOTEBOOKS, execute
 
 ROOT = NOTEBOOKS.parent
-SOLUTIONS = ROOT / "solutions"
 NOTEBOOK_PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 # Notebook 04 runs in its own environment (.venv-v1): tests/test_notebook_04.py runs it with its solutions and
 # tries its checks' wrong-answer tables there.
 OWN_ENVIRONMENT = {"04_verifiers_v1": ("04-format-reward", "04-concept-map")}
-CHECK_CALL = re.compile(r"""helpers\.check\(\s*["']([0-9]{2}-[a-z0-9-]+)["']""")
-# Small runs: the exercises do not depend on how long anything trains or how many examples run.
-FAST_PARAMETERS = {
-    "00_setup": {"max_tokens": 24},
-    "01_traced_gsm8k_eval": {"num_examples": 2, "rollouts_per_example": 2, "max_tokens": 64},
-    "02_traced_grpo_training": {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4,
-                                "max_completion_length": 16, "num_train_examples": 8, "num_eval_examples": 1,
-                                "eval_max_tokens": 16, "resume": "never", "run_name": "02_exercises", "hack_steps": 1},
-    "03_multiturn_and_tools": NOTEBOOK_03_CI,
-}
-
-
-def cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text())["cells"]
-
-
-def is_exercise(cell: dict) -> bool:
-    return "exercise" in cell.get("metadata", {}).get("tags", [])
-
-
-def exercises(path: Path) -> list[tuple[int, str]]:
-    """(index of the exercise cell, exercise name from the first helpers.check(...) after it, before the
-    next exercise: usually the next cell; a prediction is checked once the notebook has measured it)."""
-    found = []
-    all_cells = cells(path)
-    for index, cell in enumerate(all_cells):
-        if not is_exercise(cell):
-            continue
-        match = None
-        for later in all_cells[index + 1:]:
-            if is_exercise(later):
-                break
-            match = CHECK_CALL.search("".join(later["source"])) if later["cell_type"] == "code" else None
-            if match:
-                break
-        assert match, f"{path.name}: the exercise cell {index} is not followed by a helpers.check(...) cell"
-        found.append((index, match.group(1)))
-    return found
-
-
-def solutions(path: Path) -> tuple[dict[str, str], str]:
-    """The solution code of each exercise of a notebook, and the text of its review answers."""
-    text = (SOLUTIONS / f"{path.stem}.md").read_text()
-    blocks = dict(re.findall(r"^## Exercise (\S+)\n.*?```python\n(.*?)```", text, flags=re.MULTILINE | re.DOTALL))
-    review = text.split("## Review questions", 1)[1] if "## Review questions" in text else ""
-    return blocks, review
+# Notebooks 00-02 run once, as committed with a solution probe after each check (tests/notebook_run.py says
+# how that proves both): their own tests assert what every check said. Notebook 03 shows the learner's
+# module *downstream* (vf-eval runs it), so it also runs here, solved, at its CI parameters.
+PROBED = {"00_setup": "tests/test_notebooks.py", "01_traced_gsm8k_eval": "tests/test_notebooks.py",
+          "02_traced_grpo_training": "tests/test_notebook_02.py"}
 
 
 def review_questions(path: Path) -> list[str]:
@@ -88,11 +47,11 @@ def test_exercises_have_checks_and_solutions(path):
     found = exercises(path)
     assert len(found) >= 2, f"{path.name} has {len(found)} exercises; each notebook has at least 2"
     blocks, _ = solutions(path)
-    for _, name in found:
+    for index, name, _ in found:
         assert name.startswith(path.name[:2] + "-"), f"{name}: exercise names start with the notebook number"
         assert name in CHECKS, f"no check registered for {name} (helpers/checks/notebook_{path.name[:2]}.py)"
         assert name in blocks, f"no solution for {name} in solutions/{path.stem}.md"
-        assert "# your code here" in "".join(cells(path)[_]["source"]), f"{name}: the cell needs '# your code here'"
+        assert "# your code here" in "".join(cells(path)[index]["source"]), f"{name}: the cell needs '# your code here'"
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.stem)
@@ -106,18 +65,8 @@ def test_review_questions_and_their_answers(path):
 
 def test_every_check_belongs_to_an_exercise():
     _load_checks()
-    used = {name for path in NOTEBOOK_PATHS for _, name in exercises(path)}
+    used = {name for path in NOTEBOOK_PATHS for _, name, _ in exercises(path)}
     assert set(CHECKS) == used, set(CHECKS) ^ used
-
-
-def solved_copy(path: Path, folder: Path) -> Path:
-    notebook = json.loads(path.read_text())
-    blocks, _ = solutions(path)
-    for index, name in exercises(path):
-        notebook["cells"][index]["source"] = blocks[name]
-    copy = folder / path.name
-    copy.write_text(json.dumps(notebook, indent=1))
-    return copy
 
 
 @pytest.mark.notebook
@@ -125,9 +74,11 @@ def solved_copy(path: Path, folder: Path) -> Path:
 def test_with_the_solutions_every_check_says_correct(path, tmp_path, monkeypatch, uninstall_learner_module):
     if path.stem in OWN_ENVIRONMENT:
         pytest.skip(f"{path.stem} runs with its solutions in its own environment (tests/test_notebook_{path.name[:2]}.py)")
+    if path.stem in PROBED:
+        pytest.skip(f"{path.stem} runs once, with a solution probe after each check ({PROBED[path.stem]})")
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))  # the kernel inherits it
-    names = [name for _, name in exercises(path)]
-    executed = execute(solved_copy(path, tmp_path), tmp_path / "out.ipynb", FAST_PARAMETERS.get(path.stem, {}))
+    names = [name for _, name, _ in exercises(path)]
+    executed = execute(solved_copy(path, tmp_path), tmp_path / "out.ipynb", NOTEBOOK_03_CI)
     said = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
     for name in names:
         assert f"correct — {name}" in said, f"{name}: {said[-1500:]}"

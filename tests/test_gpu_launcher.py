@@ -138,6 +138,7 @@ def test_the_config_is_built_from_the_final_batch_settings():
     assert config.generation_batch_size == 96 and config.per_device_eval_batch_size % config.num_generations == 0
 
 
+@pytest.mark.slow
 def test_the_trainer_script_imports_only_what_requirements_gpu_installs(tmp_path, gsm8k_dir):
     """The script's whole import chain (verifiers, the trainer, helpers.tracing and its tracing start, the
     environment, the config), run with every package that `pip install -r requirements-gpu.txt` does not

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the quick tier (scripts/test.sh --quick) leaves it out
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

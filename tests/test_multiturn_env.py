@@ -151,6 +151,7 @@ def test_calculator_env_answers_tool_calls_and_counts_them():
     ("gsm8k-feedback", '{"max_turns": 2, "num_examples": 1, "num_eval_examples": 2}'),
     ("gsm8k-calculator", '{"num_examples": 1, "num_eval_examples": 2}'),
 ])
+@pytest.mark.slow
 def test_vf_eval_runs_the_module(local_server, env_id, env_args):
     """verifiers' own CLI, unmodified, on the installed module against the real local server."""
     key_var = "COURSE_VF_EVAL_KEY"  # vf-eval reads the key from the variable named by -k

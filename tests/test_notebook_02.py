@@ -10,19 +10,21 @@ import ast
 import json
 
 import pytest
-from notebook_run import NOTEBOOKS, execute, outputs_text
+from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
 RUN_NAME = "02_ci"
 # A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 128 tokens in about
 # 1 of 4 samples, so about 2 in 3 groups of 4 have different rewards (scripts/bench_signal.py,
-# benchmarks/results/signal-2026-12-03.json; within 96 tokens only half the groups, and one CI run of 8
-# groups got none). 2 steps of 6 groups leave about a 1 in a million chance that no weight moves.
+# benchmarks/results/signal-2026-12-03.json: 67.5% of groups; within 96 tokens only half the groups, and one CI
+# run of 8 groups got none; within 64 tokens 40%, signal-ci-short-2026-12-05.json). 2 steps of 4 groups leave
+# about a 1 in 8,000 chance (0.325 ** 8) that no weight moves. A step costs about its tokens (16 x ~300: 22 s of
+# sampling and 34 s of update on 2 cores, tests-2026-12-05.json's run), so fewer completions, not shorter ones.
 CI_SYSTEM_PROMPT = ("Answer in one short line, then the final answer as '#### <number>'. Example:\n"
                     "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\n"
                     "Answer: 3 + 5 = 8\n#### 8")
 CI_PARAMETERS = {
-    "max_steps": 2, "per_device_train_batch_size": 24, "num_generations": 4, "max_completion_length": 128,
+    "max_steps": 2, "per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 128,
     "learning_rate": 1e-5, "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40,
     "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
     "hack_steps": 1,
@@ -34,7 +36,7 @@ def executed(tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COURSE_RUNS_DIR", str(runs))  # the kernel inherits it
-        notebook = execute(NOTEBOOK.stem, runs / "02.ipynb", **CI_PARAMETERS)
+        notebook = execute_probed(NOTEBOOK.stem, runs / "02.ipynb", **CI_PARAMETERS)
     summary = json.loads((runs / "grpo" / RUN_NAME / "summary.json").read_text())
     return {"notebook": notebook, "summary": summary, "runs": runs}
 
@@ -45,7 +47,10 @@ def test_runs_to_the_end_as_committed(executed):
     assert "Traceback" not in text and "Error" not in text.replace("RewardFunctionFailing", "")
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
     assert text.count("not yet — 02-") == 4  # the exercises as committed: checked, not solved
+    assert_every_check(executed["notebook"], NOTEBOOK)  # and each solution, probed in context, is correct
     assert "This run: 2 steps" in text
+    # float32, whatever an earlier bf16 config left in the environment (it once made this run ~10x slower)
+    assert "training precision: no; torch threads: " in text
 
 
 @pytest.mark.notebook
@@ -155,4 +160,4 @@ def test_the_first_code_cell_checks_every_parameter_before_anything_slow():
     code = [c for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     first = next(i for i, c in enumerate(code) if "parameters" in c["metadata"].get("tags", [])) + 1
     before_imports = "".join(code[first]["source"]).split("import torch")[0]
-    assert "run_folder.check_parameters(globals())" in before_imports
+    assert 'check_parameters(globals(), "02")' in before_imports

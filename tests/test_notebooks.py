@@ -1,14 +1,16 @@
-"""Every numbered notebook, executed headlessly with papermill against the real local stack."""
+"""Notebooks 00 and 01, executed headlessly with papermill against the real local stack, once each: as
+committed, with a solution probe after each exercise's check (tests/notebook_run.py)."""
 
 import re
 
 import pytest
-from notebook_run import execute, outputs_text
+from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text
 
 
 @pytest.mark.notebook
 def test_00_setup(tmp_path):
-    notebook = execute("00_setup", tmp_path / "00_setup.ipynb", max_tokens=24)
+    notebook = execute_probed("00_setup", tmp_path / "00_setup.ipynb", max_tokens=24)
+    assert_every_check(notebook, NOTEBOOKS / "00_setup.ipynb")
     text = outputs_text(notebook)
     assert "Traceback" not in text
     assert "SmolLM2-135M-Instruct answered in" in text
@@ -29,8 +31,9 @@ def test_01_traced_gsm8k_eval(tmp_path, monkeypatch):
     from helpers.tracing import open_local_traces
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))  # the kernel inherits it
-    notebook = execute("01_traced_gsm8k_eval", tmp_path / "01.ipynb", num_examples=4, rollouts_per_example=2,
-                       max_tokens=96)
+    notebook = execute_probed("01_traced_gsm8k_eval", tmp_path / "01.ipynb", num_examples=4, rollouts_per_example=2,
+                              max_tokens=96)
+    assert_every_check(notebook, NOTEBOOKS / "01_traced_gsm8k_eval.ipynb")
     text = outputs_text(notebook)
     for noise in ("Traceback", "Event loop is closed", "Warning", "WARNING"):
         assert noise not in text, f"{noise!r} in the notebook's output"

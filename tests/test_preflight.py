@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PREFLIGHT = ROOT / "scripts" / "preflight.py"
 # What any machine that runs this test suite has (its other rows depend on the machine's load).
@@ -30,6 +32,7 @@ def table_rows(output: str, names: list[str]) -> dict[str, str]:
     return rows
 
 
+@pytest.mark.slow
 def test_preflight_prints_one_table_and_exits_by_it(gsm8k_dir):
     names = [name for name, _, _ in load_preflight().CHECKS]
     result = subprocess.run([sys.executable, str(PREFLIGHT)], capture_output=True, text=True, timeout=120,

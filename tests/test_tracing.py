@@ -111,6 +111,7 @@ def short(op_name: str) -> str:
     return op_name.rsplit("/", 1)[-1].split(":", 1)[0]
 
 
+@pytest.mark.slow
 def test_evaluate_is_traced_as_a_tree(store_session):
     calls = list(store_session.client.get_calls())
     by_id = {c.id: c for c in calls}
@@ -146,6 +147,7 @@ def reader(traced, runs):
     return tagged(out, "RESULT")
 
 
+@pytest.mark.slow
 def test_a_new_process_reads_the_same_calls(traced, reader):
     writer_ids = traced[1]
     assert reader["mode"] == "local"
@@ -240,6 +242,7 @@ def test_no_key_picks_local_quickly(reader):
     assert "local store at" in reader["describe"] and "WANDB_API_KEY" in reader["describe"]
 
 
+@pytest.mark.slow
 def test_unreachable_wandb_falls_back_to_local(tmp_path):
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -314,6 +317,7 @@ class _Refuses(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_rejected_wandb_key_is_named_in_one_whole_line(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
     threading.Thread(target=server.serve_forever, daemon=True).start()

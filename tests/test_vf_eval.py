@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import build_gsm8k_env
 from helpers.local.llama_server import LOCAL_MODEL_NAME
 
@@ -13,6 +15,7 @@ VF_EVAL = Path(sys.executable).parent / "vf-eval"
 ENV_ARGS = '{"variant": "hash", "num_eval_examples": 4}'
 
 
+@pytest.mark.slow
 def test_vf_eval_matches_evaluate(local_server):
     """vf-eval (unmodified) exits 0, and its mean reward equals env.evaluate's at temperature 0."""
     result = subprocess.run(

@@ -1,4 +1,5 @@
-"""Turn the packaged SmolLM2 GGUF into a transformers folder, once, cached under runs/models/.
+"""Turn the packaged SmolLM2 GGUF into a transformers folder, once, cached under runs/models/ (or under
+$COURSE_MODELS_DIR: the tests share one conversion, ~20 s each, among all the runs folders they make).
 
 The local endpoint serves a GGUF with llama.cpp; CPU training needs the same weights as a
 transformers model. transformers can read a GGUF (`gguf_file=`, needs the `gguf` package) and
@@ -21,6 +22,7 @@ prompt (greedy), so a silent conversion error shows up as different text.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -37,7 +39,8 @@ CHECK_PROMPT = [
 
 
 def converted_model_dir(name: str = DEFAULT_NAME) -> Path:
-    return runs_dir("models") / name
+    shared = os.environ.get("COURSE_MODELS_DIR")
+    return Path(shared) / name if shared else runs_dir("models") / name
 
 
 def convert_gguf(gguf_path: str | Path | None = None, name: str = DEFAULT_NAME,
