@@ -119,6 +119,19 @@ def serve_vllm(args: argparse.Namespace, key: str) -> None:
     os.execvpe("vllm", vllm_command(args), {**os.environ, "VLLM_API_KEY": key})
 
 
+def _whole_number(low: int, high: int, what: str):
+    """An argparse type: a whole number in [low, high], refused by name before anything starts."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: {what}")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("llama", "vllm"), default="llama",
@@ -126,9 +139,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default=HOST,
                         help=f"address to listen on (default {HOST}: this machine only; any other needs a key "
                              "and prints a warning)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--parallel", type=int, default=ROOM_SLOTS, help="llama: request slots decoded together")
-    parser.add_argument("--threads", type=int, help="llama: CPU threads (default: every core)")
+    parser.add_argument("--port", type=_whole_number(1, 65535, "a TCP port from 1 to 65535, which learners will be told"),
+                        default=DEFAULT_PORT)
+    parser.add_argument("--parallel", type=_whole_number(1, 256, "request slots, 1 to 256 (about one per learner)"),
+                        default=ROOM_SLOTS, help="llama: request slots decoded together")
+    parser.add_argument("--threads", type=_whole_number(1, 1024, "CPU threads, 1 or more"),
+                        help="llama: CPU threads (default: every core)")
     parser.add_argument("--model", help="vllm: the model to serve (llama serves SmolLM2-135M-Instruct)")
     parser.add_argument("--model-name", help="vllm: the name learners use (OPENAI_MODEL); default: --model")
     args = parser.parse_args(argv)

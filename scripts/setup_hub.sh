@@ -4,9 +4,9 @@
 # course's own pins as constraints, so none of them moves), and JupyterHub's proxy from npm
 # (workshop/proxy/package-lock.json) into .venv/hub-proxy. Safe to re-run: it does nothing when
 # nothing changed. Learners' servers run from this .venv as their own Unix users, so the course folder
-# and the Python the venv was made from must be reachable by them: it checks that, and with
-# COURSE_HUB_OPEN_PARENTS=1 it makes the folders on the way traversable (chmod o+x: no listing) where
-# they are not.
+# and the Python the venv was made from must be readable by them: it checks that and stops if not. It never
+# opens a folder for them (a chmod o+x of /root would let every learner into root's home): install the
+# course where everyone may read it, e.g. /opt/course with PYTHON=/usr/bin/python3.11 (INSTRUCTOR_GUIDE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
@@ -21,16 +21,11 @@ for dir in "$root" "$python_home"; do
   done
 done
 if [ "${#closed[@]}" -gt 0 ]; then
-  if [ "${COURSE_HUB_OPEN_PARENTS:-}" = 1 ]; then
-    echo "setup_hub: letting learners pass through (chmod o+x): ${closed[*]}"
-    chmod o+x "${closed[@]}"
-  else
-    echo "setup_hub: learners' servers run as their own users and cannot reach the course ($root) or its" \
-      "Python ($python_home): ${closed[*]} cannot be passed by others. Put both somewhere like /opt" \
-      "(e.g. PYTHON=/usr/bin/python3.11 and the course under /opt/course), or re-run with" \
-      "COURSE_HUB_OPEN_PARENTS=1 to chmod o+x those folders." >&2
-    exit 1
-  fi
+  echo "setup_hub: learners' servers run as their own users and cannot reach the course ($root) or its" \
+    "Python ($python_home): ${closed[*]} cannot be passed by others. Install both where every user may read" \
+    "them, without opening anyone's home: e.g. \`git clone <the course> /opt/course\` and, there," \
+    "\`PYTHON=/usr/bin/python3.11 bash scripts/setup_hub.sh\` (INSTRUCTOR_GUIDE.md: the room)." >&2
+  exit 1
 fi
 
 command -v npm >/dev/null || {

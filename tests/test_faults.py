@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.local import run_folder
+from helpers.local import parameters
 from helpers.local.trace_store import LocalTraceServer, ReplayInterrupted, replay, wal_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,6 +137,51 @@ def test_an_upload_that_fails_part_way_says_which_records_went_and_sends_the_res
     with pytest.raises(KeyboardInterrupt) as pressed:  # Ctrl-C stays an interrupt, and says what went
         _upload_to(interrupted, tmp_path, monkeypatch)("faults")
     assert "1 of 9 records went" in "".join(pressed.value.__notes__)
+
+
+class CallsCompleteServer(RecordingServer):
+    """A stand-in for W&B's trace server for a project written in "calls_complete" mode: it refuses call
+    starts and ends one by one, as W&B does (a 400 whose body carries CALLS_COMPLETE_MODE_REQUIRED), and
+    takes finished calls whole through calls_complete."""
+
+    def _refuse(self, path: str):
+        import httpx
+        from weave.vendor.weave_server_sdk import APIStatusError
+
+        body = {"error_code": "CALLS_COMPLETE_MODE_REQUIRED", "reason": "this project takes calls_complete"}
+        reply = httpx.Response(400, json=body, request=httpx.Request("POST", f"https://trace.invalid{path}"))
+        raise APIStatusError("Error code: 400", response=reply, body=body)
+
+    def call_start(self, req):
+        self._refuse("/call/start")
+
+    def call_end(self, req):
+        self._refuse("/call/end")
+
+    def calls_complete(self, req):
+        self._receive("calls_complete", req)
+
+
+def test_an_upload_to_a_project_in_calls_complete_mode_sends_whole_calls(tmp_path, monkeypatch, capsys):
+    """upload_local_traces sent /call/start and /call/end one by one and stopped after 4 of 52 records against
+    a project that demands calls_complete mode (its advice, skip=4, failed the same way). It now switches as
+    weave's own client does: every finished call goes whole, and a call that never ended is named."""
+    path, ids = _store_with_a_bad_record(tmp_path / "traces" / "faults")
+    with pytest.warns(UserWarning, match="wrong shape"):  # the bad record, as in the tests above
+        unfinished = LocalTraceServer(path)
+    unfinished.call_start({"start": {"project_id": PROJECT_ID, "id": "call-unfinished", "trace_id": "t",
+                                     "op_name": f"weave:///{PROJECT_ID}/op/double:v0",
+                                     "started_at": "2026-12-04T10:00:02+00:00", "attributes": {}, "inputs": {"x": 9}}})
+    unfinished.close()
+    target = CallsCompleteServer()
+    _upload_to(target, tmp_path, monkeypatch)("faults")
+    complete = [req["batch"][0] for kind, req in target.received if kind == "calls_complete"]
+    assert [call["id"] for call in complete] == ids  # every finished call, whole, in order
+    assert [call["output"] for call in complete] == [0, 2, 4] and all(c["project_id"] == "me/faults" for c in complete)
+    assert [call["inputs"] for call in complete] == [{"x": 0}, {"x": 1}, {"x": 2}]
+    assert sum(kind == "obj_create" for kind, _ in target.received) == 3
+    said = capsys.readouterr().out
+    assert "call call-unfinished never ended" in said
 
 
 def test_replay_skips_the_end_of_a_call_whose_start_is_missing(tmp_path):
@@ -266,6 +311,7 @@ run.finish()
 ]
 
 
+@pytest.mark.slow
 def test_a_kernel_ended_by_papermill_leaves_no_lock_and_no_wandb_temp_folders(tmp_path, monkeypatch):
     """Notebook 01's shape in two cells: tracing, the local model server, a wandb offline run. The
     kernel then ends as papermill ends it (shutdown request; SIGTERM when it is slow to go)."""
@@ -300,15 +346,50 @@ def _defaults() -> dict:
             for node in ast.parse(_parameters_cell()).body if isinstance(node, ast.Assign)}
 
 
-def test_every_parameter_of_notebook_02_has_a_rule():
-    assert set(_defaults()) == set(run_folder.GRPO_NOTEBOOK_PARAMETERS)
-    run_folder.check_parameters(_defaults())  # the defaults pass
+@pytest.mark.parametrize("notebook", sorted(parameters.NOTEBOOK_PARAMETERS))
+def test_every_parameter_of_every_notebook_has_a_rule(notebook):
+    """Each table names exactly its notebook's parameters, the defaults pass, and the first code cell checks
+    them before anything else (nothing slow can run first)."""
+    path = next(NOTEBOOK_02.parent.glob(f"{notebook}_*.ipynb"))
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    index = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    defaults = {node.targets[0].id: ast.literal_eval(node.value)
+                for node in ast.parse("".join(cells[index]["source"])).body if isinstance(node, ast.Assign)}
+    assert set(defaults) == set(parameters.NOTEBOOK_PARAMETERS[notebook])
+    parameters.check_parameters(defaults, notebook)
+    first = "".join(cells[index + 1]["source"])
+    assert first.startswith("from helpers.local.parameters import check_parameters\n\n"
+                            f'check_parameters(globals(), "{notebook}")'), first[:200]
+
+
+@pytest.mark.parametrize("notebook, name, value, says", [
+    ("00", "max_tokens", "abc", "max_tokens='abc': must be a whole number of at least 1"),
+    ("00", "max_tokens", 0, "max_tokens=0: must be at least 1"),
+    ("01", "max_tokens", "abc", "max_tokens='abc': must be a whole number of at least 1"),
+    ("01", "max_tokens", 0, "max_tokens=0: must be at least 1"),
+    ("01", "num_examples", -1, "num_examples=-1: must be at least 1 (GSM8K problems to evaluate)"),
+    ("01", "split", "validation", "split='validation': must be one of 'train', 'test'"),
+    ("01", "temperature", "0.7", "this one is text"),
+    ("03", "num_examples", -1, "num_examples=-1: must be at least 1"),
+    ("03", "max_turns", 0, "max_turns=0: must be at least 1"),
+    ("03", "discount", 0, "discount=0: must be above 0"),
+])
+def test_notebooks_00_01_03_name_a_wrong_parameter_too(notebook, name, value, says):
+    """max_tokens="abc" gave a long BadRequestError after 18 s, max_tokens=0 ran 105 s to 0/24, and
+    num_examples=-1 silently meant all 1,319 problems: the first cell now stops, naming the parameter."""
+    path = next(NOTEBOOK_02.parent.glob(f"{notebook}_*.ipynb"))
+    cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    defaults = {node.targets[0].id: ast.literal_eval(node.value)
+                for node in ast.parse("".join(cell["source"])).body if isinstance(node, ast.Assign)}
+    with pytest.raises(ValueError, match="parameters cell") as refused:
+        parameters.check_parameters({**defaults, name: value}, notebook)
+    assert says in str(refused.value)
 
 
 def test_backend_choices_are_the_ones_grpo_accepts():
     from helpers import grpo
 
-    rule = run_folder.GRPO_NOTEBOOK_PARAMETERS["backend"]
+    rule = parameters.GRPO_PARAMETERS["backend"]
     assert all(rule(backend) is None for backend in grpo.BACKENDS)
     assert rule("tpu") == "must be one of " + ", ".join(map(repr, grpo.BACKENDS))
 
@@ -336,15 +417,110 @@ def test_backend_choices_are_the_ones_grpo_accepts():
 ])
 def test_a_wrong_parameter_is_named_with_its_value_and_what_it_must_be(name, value, says):
     with pytest.raises(ValueError, match="parameters cell") as refused:
-        run_folder.check_parameters({**_defaults(), name: value})
+        parameters.check_parameters({**_defaults(), name: value}, "02")
     assert says in str(refused.value)
 
 
 def test_every_wrong_parameter_is_named_at_once_and_a_missing_one_too():
     with pytest.raises(ValueError) as refused:
-        run_folder.check_parameters({**_defaults(), "max_steps": "abc", "beta": -1})
+        parameters.check_parameters({**_defaults(), "max_steps": "abc", "beta": -1}, "02")
     assert "max_steps='abc'" in str(refused.value) and "beta=-1" in str(refused.value)
     defaults = _defaults()
     del defaults["seed"]
     with pytest.raises(ValueError, match="parameters cell has no seed"):
-        run_folder.check_parameters(defaults)
+        parameters.check_parameters(defaults, "02")
+
+
+# ----------------------------------------------------------------------------- a learner's code inside a check
+
+
+def test_a_check_survives_what_a_learners_code_does(monkeypatch, capsys):
+    """SystemExit escaped helpers.check, 1 MB printed three times came out whole, and a loop that never ends
+    had no time limit: each now ends as a "not yet" that names it, with the printing cut short."""
+    from helpers import checks
+
+    def exits(completion, **kwargs):
+        raise SystemExit(1)
+
+    def chatty(completion, **kwargs):
+        print("x" * 1_000_000)
+        return 0.0
+
+    def spins(completion, **kwargs):
+        while True:
+            pass
+
+    checks.check("02-close-the-hack", exits)
+    assert "not yet — 02-close-the-hack" in capsys.readouterr().out
+    checks.check("02-close-the-hack", chatty)
+    out = capsys.readouterr().out
+    assert "not yet — 02-close-the-hack" in out and "more characters your code printed were cut" in out
+    assert len(out) < checks.PRINT_LIMIT + 1000
+    monkeypatch.setattr(checks, "TIME_LIMIT_S", 2.0)
+    started = time.monotonic()
+    checks.check("02-close-the-hack", spins)
+    out = capsys.readouterr().out
+    assert "did not finish within 2 s" in out and time.monotonic() - started < 15, out
+
+
+INTERRUPTED_CELLS = {  # each prints "started" just before the call that the interrupt must stop
+    "evaluation": """
+import helpers, openai, verifiers as vf
+env = vf.load_environment("gsm8k-course", variant="hash", num_eval_examples=40)
+client = openai.OpenAI(base_url={base_url!r}, api_key={key!r})
+print("started", flush=True)
+helpers.in_worker_thread(env.evaluate, client, {model!r}, num_examples=40, rollouts_per_example=4,
+                         max_concurrent=4, sampling_args={{"max_tokens": 200, "temperature": 0.9}})
+""",
+    "check": """
+import asyncio, helpers
+async def score_text(rubric, text, answer):
+    await asyncio.sleep(3600)  # a learner's wait that never ends
+print("started", flush=True)
+helpers.check("01-score-rollout", score_text)
+""",
+}
+
+
+def _stdout_until(client, msg_id: str, needle: str | None, timeout_s: float) -> str:
+    """The cell's stdout, read until `needle` appears (None: until the cell is idle)."""
+    text, deadline = "", time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        msg = client.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.1))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            text += msg["content"]["text"]
+        if (needle and needle in text) or (needle is None and msg["msg_type"] == "status"
+                                           and msg["content"]["execution_state"] == "idle"):
+            return text
+    raise AssertionError(f"waited {timeout_s:.0f} s for {needle or 'the cell to end'}; stdout: {text[-2000:]}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", sorted(INTERRUPTED_CELLS))
+def test_the_interrupt_button_stops_an_evaluation_and_a_check(what, local_server):
+    """Interrupting the kernel during in_worker_thread(env.evaluate, ...) did nothing for over 300 s, and a
+    learner's hanging async function inside helpers.check could not be interrupted at all. Now the cell ends
+    within seconds with KeyboardInterrupt, no worker thread is left, and the next cell works."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
+    try:
+        msg_id = client.execute(INTERRUPTED_CELLS[what].format(
+            base_url=local_server.base_url, key=local_server.api_key, model=local_server.alias))
+        _stdout_until(client, msg_id, "started", timeout_s=120)
+        time.sleep(3)  # well inside the call (the evaluation needs minutes, the check never ends)
+        interrupted = time.monotonic()
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=60)
+        stopped_s = time.monotonic() - interrupted
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        assert stopped_s < 15, f"the {what} took {stopped_s:.0f} s to stop"
+        msg_id = client.execute("import threading\n"
+                                "print([t.name for t in threading.enumerate() if t.name == 'helpers-worker'], 1 + 1)")
+        assert "[] 2" in _stdout_until(client, msg_id, None, timeout_s=30)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)

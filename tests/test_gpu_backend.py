@@ -196,6 +196,7 @@ def test_lora_only_on_the_gpu():
     assert config.r == 32 and config.target_modules == "all-linear"
 
 
+@pytest.mark.slow
 def test_gpu_path_trains_a_step_with_lora_and_frees_the_trainer(gsm8k_dir, tmp_path):
     """The notebook's GPU branch with the device forced to the CPU: TRL's GRPOTrainer (generate) with
     LoRA and the GPU's settings but float32 on the CPU, then the merged model, with the trainer freed

@@ -3,6 +3,7 @@ server-rollout trainer, the step timer, resume after an interruption, and the ru
 
 import asyncio
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -14,6 +15,7 @@ from trl import GRPOConfig, GRPOTrainer
 from helpers import grpo, grpo_views
 from helpers.env import build_gsm8k_env
 from helpers.local import run_folder
+from helpers.local.child_process import EndpointError
 from helpers.local.gguf_convert import CHECK_PROMPT, convert_gguf, greedy_continuation
 from helpers.local.policy_server import PolicyServer
 from helpers.local.server_rollouts import ServerRolloutGRPOTrainer, sampling_mismatch
@@ -112,6 +114,7 @@ def test_a_reward_function_failing_on_most_rollouts_stops_training():
 # ----------------------------------------------------------------------------- GGUF both ways, policy server
 
 
+@pytest.mark.slow
 def test_conversion_matches_the_llama_cpp_server(local_server, model_dir):
     from helpers.local.gguf_convert import check_against_server
 
@@ -141,6 +144,7 @@ def model(model_dir):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["F16", "F32"])
 def test_exported_weights_generate_the_same_text_on_llama_cpp(model, model_dir, tmp_path, precision):
     """The weight sync: the trainer's weights, written as GGUF, give llama.cpp the same greedy text."""
@@ -154,6 +158,7 @@ def test_exported_weights_generate_the_same_text_on_llama_cpp(model, model_dir, 
     assert reply.choices[0].message.content.strip() == ours.strip()
 
 
+@pytest.mark.slow
 def test_policy_server_samples_token_ids_with_log_probabilities(model, model_dir, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt = tokenizer.apply_chat_template(CHECK_PROMPT, add_generation_prompt=True)
@@ -195,6 +200,7 @@ def _config(output_dir, **overrides) -> GRPOConfig:
     return GRPOConfig(**{**settings, **overrides})
 
 
+@pytest.mark.slow
 def test_server_rollouts_train_and_log_the_time_split(env, model_dir, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -223,6 +229,7 @@ class _InterruptAfterFirstSave(TrainerCallback):
         raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, capsys):
     rewards = grpo.RubricRewards(_varied_rubric())
 
@@ -365,6 +372,98 @@ def test_training_threads_leave_busy_cores_alone_but_ignore_short_bursts(monkeyp
     import psutil
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    for used_percent, threads in [(5, 2), (30, 2), (45, 1), (100, 1)]:  # 30%: a burst on one core
-        monkeypatch.setattr(psutil, "cpu_percent", lambda interval, p=used_percent: p)
-        assert grpo.default_threads() == threads, used_percent
+    monkeypatch.delenv(grpo.THREADS_VARIABLE, raising=False)
+    for samples, threads in [([5, 5, 5, 5], 2), ([30, 30, 30, 30], 2),  # 30%: a program using part of a core
+                             ([100, 5, 5, 5], 2), ([5, 100, 100, 5], 2),  # bursts shorter than the sample
+                             ([60, 55, 70, 65], 1), ([100, 100, 100, 100], 1)]:  # a core busy all along
+        answers = iter(samples)
+        monkeypatch.setattr(psutil, "cpu_percent", lambda interval, answers=answers: next(answers))
+        assert grpo.default_threads() == threads, samples
+
+
+def test_a_fixed_thread_count_is_never_sampled(monkeypatch):
+    """Tests and CI set COURSE_THREADS to the cores: a busy moment cannot halve a notebook's training speed."""
+    import psutil
+
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval: 100)
+    monkeypatch.setenv(grpo.THREADS_VARIABLE, "2")
+    assert grpo.default_threads() == 2
+    for wrong in ("0", "two", "-1"):
+        monkeypatch.setenv(grpo.THREADS_VARIABLE, wrong)
+        with pytest.raises(ValueError, match="COURSE_THREADS"):
+            grpo.default_threads()
+
+
+class _SlowCompletionServer:
+    """A stand-in for llama.cpp's /completion on 127.0.0.1 (only that path): each reply of 8 tokens comes
+    after `delay_s` seconds (None: never). What PolicyServer.complete reads of the real one."""
+
+    def __init__(self, tmp_path):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.delay_s: float | None = 0.02
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                if outer.delay_s is None:
+                    time.sleep(30)  # hung (the test gives up long before; the server thread is a daemon)
+                    return
+                time.sleep(outer.delay_s)
+                data = json.dumps({"tokens": list(range(10, 18)), "completion_probabilities": [],
+                                   "stop_type": "limit"}).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except BrokenPipeError:  # the client gave up waiting: that is what is tested
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.http.server_port}/v1"
+        self.api_key, self.log_path = "test-key", tmp_path / "policy.log"
+
+    def is_running(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def test_a_slow_policy_server_is_waited_for_and_a_hung_one_named(tmp_path):
+    """The policy server waited a fixed 600 s and then raised a bare TimeoutError, ending the run. Now the
+    wait follows max_tokens and the rate the server has shown: a server 8x slower than in the batch before
+    still completes the step (no retry needed), and one that never answers is asked once more, then named
+    with its log in an EndpointError, in seconds here."""
+    fake = _SlowCompletionServer(tmp_path)
+    policy = PolicyServer(folder=tmp_path, parallel=2)
+    policy.server, policy.MIN_WAIT_S = fake, 0.2
+    try:
+        prompts = [[1, 2, 3], [4, 5, 6]]
+        assert len(policy.complete(prompts, n=2, max_tokens=8, temperature=1.0)) == 4
+        fast_wait = policy.request_wait_s(8)
+        fake.delay_s = 8 * 0.02  # throttled: another program took the cores
+        started = time.monotonic()
+        assert len(policy.complete(prompts, n=2, max_tokens=8, temperature=1.0)) == 4
+        assert time.monotonic() - started < 2 * fast_wait  # completed at the first try
+        assert policy.request_wait_s(8) > fast_wait  # the next wait follows the slower rate
+        fake.delay_s = None  # hung
+        wait = policy.request_wait_s(8)
+        started = time.monotonic()
+        with pytest.raises(EndpointError, match="policy.log") as refused:
+            policy.complete(prompts[:1], n=1, max_tokens=8, temperature=1.0)
+        assert "when asked again" in str(refused.value)
+        assert time.monotonic() - started < 3 * wait + 5
+    finally:
+        policy.server = None
+        fake.stop()

@@ -32,6 +32,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "workshop"), str(ROOT / "scripts")]
+HUB_HOME = Path(os.environ.get("COURSE_HUB_TEST_HOME", "/opt/course-hub-test"))  # where the hub's course is installed
+HUB_PYTHON = Path(os.environ.get("COURSE_HUB_TEST_PYTHON", "/usr/bin/python3.11"))  # Debian's: readable by learners
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
@@ -76,8 +78,8 @@ print("RESULT " + json.dumps({
 }))
 """
 
-# If the test process dies, this removes what the test made and puts folder modes back (it is started in
-# its own session, so it outlives a killed test).
+# If the test process dies, this removes what the test made (it is started in its own session, so it
+# outlives a killed test).
 WATCHER = """
 import os, subprocess, sys, time
 sys.path.insert(0, {workshop!r})
@@ -94,8 +96,6 @@ for user in {users!r}:
     subprocess.run(["userdel", "--remove", user], capture_output=True)
 subprocess.run(["groupdel", {group!r}], capture_output=True)
 subprocess.run(["rm", "-rf", {data!r}])
-for path, mode in {modes!r}.items():
-    os.chmod(path, mode)
 """
 
 
@@ -143,10 +143,23 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def _folders_on_the_way() -> set[Path]:
-    base = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return {folder for start in (ROOT, Path(base)) for folder in (start, *start.parents) if folder != Path("/")}
+def _install_where_learners_can_read() -> Path:
+    """The course as an instructor installs it for a room (INSTRUCTOR_GUIDE.md): this working tree's files
+    copied to HUB_HOME (only what changed), whose .venv is made from a Python outside any home folder.
+    Learners' servers run as their own users: they must be able to read the course and its Python without
+    anyone opening another user's home (this checkout's Python lives under /root). Kept between runs."""
+    if not HUB_PYTHON.exists():
+        pytest.skip(f"the hub test needs a Python 3.11 outside /root at {HUB_PYTHON} (COURSE_HUB_TEST_PYTHON)")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, target = ROOT / name, HUB_HOME / name
+        if not source.is_file():
+            continue  # deleted in the working tree
+        if not target.exists() or target.stat().st_mtime < source.stat().st_mtime:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return HUB_HOME
 
 
 def _remove_users(users: list[str], group: str) -> None:
@@ -161,9 +174,7 @@ def hub(tmp_path_factory, gsm8k_dir):
     from serve_room import room_server
 
     started = time.monotonic()
-    # setup_hub.sh makes the folders above the course and its Python passable (o+x) where they are not
-    # (here: /root, where pyenv lives); their modes are put back afterwards.
-    modes = {path: path.stat().st_mode & 0o7777 for path in _folders_on_the_way()}
+    home = _install_where_learners_can_read()
     tag = uuid.uuid4().hex[:6]
     learners = [f"hubtest{tag}{i}" for i in range(1, 4)]
     group, cgroup_root = f"hubtest{tag}", f"course-hub-test-{tag}"
@@ -172,14 +183,13 @@ def hub(tmp_path_factory, gsm8k_dir):
     cgroups = Cgroups(cgroup_root)
     watcher = subprocess.Popen(
         [sys.executable, "-c", WATCHER.format(workshop=str(ROOT / "workshop"), test_pid=os.getpid(), cgroup=cgroup_root,
-                                              users=[*learners, admin], group=group, data=str(data),
-                                              modes={str(path): mode for path, mode in modes.items()})],
+                                              users=[*learners, admin], group=group, data=str(data))],
         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     token, admin_password = secrets.token_hex(32), secrets.token_urlsafe(16)
     port, hub_port, proxy_port = _free_ports(3)
     config = data / "test_config.py"
     config.write_text(f"""
-load_subconfig({str(ROOT / "workshop" / "jupyterhub_config.py")!r})
+load_subconfig({str(home / "workshop" / "jupyterhub_config.py")!r})
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_port}"
@@ -190,9 +200,9 @@ c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-tes
 """)
     log = data / "jupyterhub.log"
     try:
-        setup = subprocess.run(["bash", "scripts/setup_hub.sh"], check=False, cwd=ROOT, capture_output=True,
-                               text=True, stdin=subprocess.DEVNULL, timeout=900,
-                               env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1", "COURSE_HUB_DATA": str(data / "hub"),
+        setup = subprocess.run(["bash", "scripts/setup_hub.sh"], check=False, cwd=home, capture_output=True,
+                               text=True, stdin=subprocess.DEVNULL, timeout=1200,
+                               env={**os.environ, "PYTHON": str(HUB_PYTHON), "COURSE_HUB_DATA": str(data / "hub"),
                                     "COURSE_HUB_ADMIN": admin, "COURSE_HUB_ADMIN_PASSWORD": admin_password})
         assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-3000:]
         with room_server(parallel=4, key=secrets.token_urlsafe(24)) as room:
@@ -204,7 +214,7 @@ c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-tes
             join = " ".join(f"echo $$ > {f};" for f in cgroups.procs_files("hub"))
             with open(log, "wb") as out:
                 process = subprocess.Popen(
-                    ["sh", "-c", f'{join} exec "$@"', "hub", str(ROOT / ".venv" / "bin" / "jupyterhub"),
+                    ["sh", "-c", f'{join} exec "$@"', "hub", str(home / ".venv" / "bin" / "jupyterhub"),
                      "-f", str(config)], cwd=data, env=env, stdout=out, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL)
             hub = Hub(f"http://127.0.0.1:{port}", token, learners, group, cgroups, process, log, room.api_key,
@@ -225,8 +235,6 @@ c.JupyterHub.load_roles.append({{"name": "course-test", "services": ["course-tes
     finally:
         cgroups.kill()
         _remove_users([*learners, admin], group)
-        for path, mode in modes.items():
-            path.chmod(mode)
         watcher.kill()
         watcher.wait()
         print(f"\nhub test: {(time.monotonic() - started) / 60:.1f} min in all")
@@ -392,7 +400,8 @@ def test_the_admin_account_is_made_at_setup_not_by_whoever_logs_in_first(hub, tm
     assert _log_in(hub, hub.admin, hub.admin_password) == 302
     assert hub.admin_password not in hub.log.read_text(errors="replace")
 
-    no_admin = subprocess.run([str(ROOT / ".venv" / "bin" / "jupyterhub"), "-f", str(ROOT / "workshop" / "jupyterhub_config.py")],
+    no_admin = subprocess.run([str(HUB_HOME / ".venv" / "bin" / "jupyterhub"), "-f",
+                               str(HUB_HOME / "workshop" / "jupyterhub_config.py")],
                               cwd=tmp_path, env={**os.environ, "COURSE_HUB_DATA": str(tmp_path / "hub"),
                                                  "COURSE_HUB_ADMIN": hub.admin},
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
@@ -436,3 +445,19 @@ def test_a_link_planted_in_the_home_hands_over_nothing(hub, tmp_path):
     # The course the learner got is the learner's own, made by the learner's user, not chowned by root.
     notebook = home / "course" / "notebooks" / "01_traced_gsm8k_eval.ipynb"
     assert notebook.stat().st_uid == account.pw_uid and (home / "runs").stat().st_uid == account.pw_uid
+
+
+def test_setup_refuses_a_course_learners_cannot_reach_and_opens_no_home():
+    """COURSE_HUB_OPEN_PARENTS=1 used to chmod o+x the folders above the course and its Python (here /root,
+    where pyenv lives), letting every learner into root's home. That switch is gone: setup_hub.sh stops and
+    says where to install instead, and no folder's mode changes."""
+    base = Path(subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    closed = [f for f in (ROOT, *ROOT.parents, base, *base.parents) if f != Path("/") and not f.stat().st_mode & 0o001]
+    if not closed:
+        pytest.skip("this checkout and its Python are readable by every user: nothing to refuse here")
+    modes = {folder: folder.stat().st_mode for folder in closed}
+    done = subprocess.run(["bash", "scripts/setup_hub.sh"], cwd=ROOT, capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL, timeout=600, env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1"})
+    assert done.returncode == 1 and "without opening anyone's home" in done.stderr, done.stderr[-2000:]
+    assert {folder: folder.stat().st_mode for folder in closed} == modes

@@ -101,3 +101,15 @@ def test_03_multiturn_and_tools(tmp_path, monkeypatch, uninstall_learner_module)
     assert re.search(r"this notebook ran for [0-9.]+ minutes", text)
     exported = list((runs / "exports").glob("trace-*.html"))
     assert exported and "assistant · turn 2" in exported[0].read_text()
+
+
+def test_the_notebooks_tool_env_keeps_every_rollout_on_a_malformed_call():
+    """The notebook built a plain vf.ToolEnv, whose malformed-JSON call raised JSONDecodeError out of evaluate
+    and lost all its rollouts; it builds the tolerant one (tests/test_tool_env.py shows both behaviours)."""
+    import verifiers as vf
+    from gsm8k_calculator import TolerantToolEnv
+
+    source = next(c["source"] for c in cells() if "tool_env = " in c["source"] and "no_tool_env" in c["source"])
+    built = {node.targets[0].id: node.value.func.id for node in ast.parse(source).body
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)}
+    assert built["tool_env"] == "TolerantToolEnv" and issubclass(TolerantToolEnv, vf.ToolEnv)

@@ -6,12 +6,12 @@ run in .venv-v1, where verifiers.v1 exists, against a table of the mistakes lear
 
 import ast
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from notebook_run import NOTEBOOKS, execute, outputs_text
-from test_exercises import solved_copy
+from notebook_run import NOTEBOOKS, execute, outputs_text, solved_copy
 
 from helpers.local.notebook_runner import execute as run_notebook
 
@@ -46,6 +46,7 @@ def test_the_notebook_names_its_own_kernel_and_no_colab():
     assert "colab.research.google.com" not in "".join(notebook["cells"][0]["source"])
 
 
+@pytest.mark.slow
 def test_every_vf_name_the_notebook_uses_exists_in_verifiers_0_4(v1_env):
     """test_static's API-drift check runs in the main environment (verifiers 0.1.5); this one runs the
     notebook's `vf.*` names against verifiers.v1 in .venv-v1."""
@@ -60,6 +61,7 @@ def test_every_vf_name_the_notebook_uses_exists_in_verifiers_0_4(v1_env):
     assert missing == [], f"not in verifiers 0.4.0's verifiers.v1: {missing}"
 
 
+@pytest.mark.slow
 def test_the_rows_are_notebook_01s(v1_env, gsm8k_dir):
     """v1_bridge.load_gsm8k (in .venv-v1) returns exactly what notebook 01's loader returns here."""
     from gsm8k_course import load_gsm8k
@@ -173,6 +175,7 @@ def check_results(v1_env) -> dict:
     return json.loads(in_v1(CHECK_TABLE).strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["04-format-reward", "04-concept-map"])
 def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, check_results):
     result = check_results[name]
@@ -226,6 +229,20 @@ def test_04_verifiers_v1(v1_env, tmp_path, monkeypatch):
         assert call.summary["usage"]["SmolLM2-135M-Instruct"]["completion_tokens"] > 0
     assert len(by_op["GSM8KTask.correct_answer"]) == 2
     assert logged["eval/rollouts"] == 2 and "eval/reward" in logged
+
+    # A killed run leaves a torn last line; a foreign tool, a record of another shape. verifiers' read_episodes
+    # raised on either and kept nothing; the bridge skips each, naming file and line, and keeps the rest.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(next(runs.glob("v1_evals/*/traces.jsonl")).parent, damaged)
+    with open(damaged / "traces.jsonl", "a") as traces:
+        traces.write('{"wrong": "shape"}\n' + json.dumps(episodes[0])[:80])
+    said = in_v1("import warnings\nfrom helpers.local.v1_bridge import read_run\n"
+                 "with warnings.catch_warnings(record=True) as caught:\n"
+                 "    warnings.simplefilter('always')\n"
+                 f"    _, kept = read_run({str(damaged)!r})\n"
+                 "print(len(kept), [str(w.message) for w in caught])")
+    assert said.startswith("2 ") and "skipped 2 damaged record(s)" in said and "line 3:" in said, said
+    assert "line 4: not JSON" in said, said
 
 
 @pytest.mark.notebook

@@ -150,3 +150,17 @@ def test_serve_room_vllm_keeps_the_key_off_the_command_line(monkeypatch, capsys)
     monkeypatch.setattr(serve_room.shutil, "which", lambda name: None)
     with pytest.raises(SystemExit, match="`vllm` is not installed"):
         serve_room.serve_vllm(args, KEY)
+
+
+@pytest.mark.parametrize("arguments, named", [
+    (["--port", "70000"], "--port"), (["--port", "-1"], "--port"), (["--port", "0"], "--port"),
+    (["--port", "http"], "--port"), (["--parallel", "0"], "--parallel"), (["--threads", "0"], "--threads"),
+])
+def test_serve_room_refuses_a_bad_argument_before_anything_starts(arguments, named):
+    """--port 70000 raised a bare OverflowError, --port 0 waited 180 s, --parallel 0 served nothing: each is
+    now refused at once, naming the argument and what it must be, and no server is started."""
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "serve_room.py"), *arguments], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert out.returncode == 2 and named in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert time.monotonic() - started < 30 and "serve_room:" not in out.stdout

@@ -1,6 +1,9 @@
 """Exercise checks: `helpers.check("<notebook>-<name>", value)` prints "correct" or "not yet — hint: ...".
 
-A check never raises, so Run All always completes: an exercise left as committed says "not yet".
+A check never raises, so Run All always completes: an exercise left as committed says "not yet". The
+learner's code runs in a worker thread with a time limit (a loop that never ends is stopped and named), what
+it prints is cut after PRINT_LIMIT characters, and whatever it raises, SystemExit included, becomes the hint;
+only the kernel's interrupt button stops a check (helpers.worker_thread).
 Each notebook's checks live in their own module here (`notebook_00.py`, ...), registered with
 `@checks_exercise("<name>")`: the function receives the learner's value and returns None when it is
 right, or a hint in plain words when it is not. Solutions are in solutions/<notebook>.md.
@@ -8,11 +11,17 @@ right, or a hint in plain words when it is not. Solutions are in solutions/<note
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 from collections.abc import Callable
 from typing import Any
 
+from helpers.worker_thread import WorkerTimeout, in_worker_thread
+
 CHECKS: dict[str, Callable[[Any], str | None]] = {}
+TIME_LIMIT_S = 120.0  # a check runs the learner's code a few times, with real rubric calls: seconds, not minutes
+PRINT_LIMIT = 2000  # characters of what the learner's code prints while it is checked
 NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_03", "notebook_04")
 
 
@@ -35,6 +44,26 @@ def _load_checks() -> None:
                 raise
 
 
+class _CappedText(io.TextIOBase):
+    """Keeps the first `limit` characters written to it and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.limit, self.kept, self.dropped = limit, [], 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        room = self.limit - sum(map(len, self.kept))
+        self.kept.append(text[:max(room, 0)])
+        self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def text(self) -> str:
+        cut = f"\n… ({self.dropped:,} more characters your code printed were cut)\n" if self.dropped else ""
+        return "".join(self.kept) + cut
+
+
 def check(name: str, value: Any) -> None:
     """Check an exercise's answer and say so in one line (correct, or not yet with a hint)."""
     _load_checks()
@@ -42,8 +71,17 @@ def check(name: str, value: Any) -> None:
     if checker is None:
         print(f"not yet — there is no exercise called {name!r} (known: {', '.join(sorted(CHECKS))})")
         return
+    printed = _CappedText(PRINT_LIMIT)
     try:
-        hint = checker(value)
-    except Exception as e:  # noqa: BLE001 - a check never stops Run All
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            hint = in_worker_thread(checker, value, timeout_s=TIME_LIMIT_S)
+    except WorkerTimeout:
+        hint = (f"your code did not finish within {TIME_LIMIT_S:.0f} s when the check ran it (a loop that never "
+                "ends, or a wait for something that never comes?); it was stopped")
+    except KeyboardInterrupt:
+        raise  # the interrupt button stops the check, as it stops any cell
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: a check never ends the kernel or Run All
         hint = f"checking your answer raised {type(e).__name__}: {e}"
+    finally:
+        print(printed.text(), end="")
     print(f"not yet — {name}: {hint}" if hint else f"correct — {name}")

@@ -26,7 +26,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import ClassVar, Self
 
 from helpers.local.child_process import NO_PROXY_OPENER, EndpointError
 from helpers.local.gguf_export import GGUFExporter
@@ -55,6 +55,11 @@ def _aligned_logprobs(token_ids: list[int], reported: list[dict]) -> list[float 
             logprobs[position] = entry["logprob"]
             position += 1
     return logprobs
+
+
+def _timed_out(error: OSError) -> bool:
+    """A request that waited too long: a socket timeout, or urllib's URLError around one."""
+    return isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError)
 
 
 class _StoppedOnExit:
@@ -90,6 +95,15 @@ class PolicyServer(_StoppedOnExit):
     syncs: int = field(default=0, init=False)
     last_sync_s: float = field(default=0.0, init=False)  # export + restart, seconds
     _exporter: GGUFExporter | None = field(default=None, init=False, repr=False)
+    slowest_rate: float | None = field(default=None, init=False)  # tokens/s of the slowest request of the last batch
+    # A request's wait (request_wait_s): on 2 idle cores, 4 parallel requests to the 135M model got 85-111
+    # tokens/s in all, 21-28 each (benchmarks/results/endpoint-2026-12-03.json). A server up to SLACK times
+    # slower than the slowest request of the batch before completes at the first try (3x that with the
+    # retry). Before the first batch has shown a rate, 3 tokens/s is assumed: what a second model server on
+    # the same 2 cores left of it (issue 31), so a 200-token request then waits about 11 minutes.
+    SLACK: ClassVar[float] = 10.0
+    FIRST_RATE: ClassVar[float] = 3.0
+    MIN_WAIT_S: ClassVar[float] = 60.0
 
     def sync(self, model, step: int | None = None) -> float:
         """Serve `model`'s current weights (those of training step `step`) from now on; returns the
@@ -113,22 +127,54 @@ class PolicyServer(_StoppedOnExit):
         """An OpenAI-compatible endpoint on the weights of the last sync (helpers.endpoint.Endpoint)."""
         return self._running().endpoint()
 
+    def request_wait_s(self, max_tokens: int) -> float:
+        """How long one request may take: SLACK times what `max_tokens` needs at the slowest rate (tokens/s of
+        one request) the server has shown in this run, or at FIRST_RATE before it has shown one; at least
+        MIN_WAIT_S. A server slowed down by another program (a second model server on the same 2 cores fell
+        to ~3 tokens/s) is waited for; a hung one is given up on after about SLACK times its expected time."""
+        rate = self.slowest_rate or self.FIRST_RATE
+        return max(self.MIN_WAIT_S, self.SLACK * max_tokens / rate)
+
     def complete(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, *,
                  top_p: float = 1.0, top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int = 0) -> list[Completion]:
-        """`n` completions of each prompt (token ids), grouped by prompt: prompt 0's n first."""
+        """`n` completions of each prompt (token ids), grouped by prompt: prompt 0's n first. A request that
+        takes longer than request_wait_s is sent once more with twice the wait; then EndpointError names
+        the server's log (the trainer's finished steps are in its checkpoints)."""
         server = self._running()
         url = server.base_url.removesuffix("/v1") + "/completion"
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
+        rates: list[float] = []
+
+        def send(body: dict, wait_s: float) -> dict:
+            request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+            started = time.monotonic()
+            with NO_PROXY_OPENER.open(request, timeout=wait_s) as reply:
+                out = json.loads(reply.read())
+            rates.append(max(len(out.get("tokens") or []), 1) / max(time.monotonic() - started, 1e-3))
+            return out
 
         def one(job: tuple[int, list[int]]) -> Completion:
             index, prompt = job
             body = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature, "top_p": top_p,
                     "top_k": top_k, "min_p": min_p, "typical_p": 1.0, "repeat_penalty": repetition_penalty,
                     "seed": seed + index, "n_probs": 1, "return_tokens": True, "cache_prompt": False}
-            request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-            with NO_PROXY_OPENER.open(request, timeout=600) as reply:
-                out = json.loads(reply.read())
+            wait_s = self.request_wait_s(max_tokens)
+            try:
+                out = send(body, wait_s)
+            except OSError as e:
+                if not _timed_out(e):
+                    raise
+                try:
+                    out = send(body, 2 * wait_s)  # once more: a busy moment passes
+                except OSError as again:
+                    if not _timed_out(again):
+                        raise
+                    raise EndpointError(
+                        f"The policy server did not answer a {max_tokens}-token request within {wait_s:.0f} s, nor "
+                        f"within {2 * wait_s:.0f} s when asked again (another program may be using the cores, or "
+                        f"the server hung: its log is {server.log_path}). The steps finished so far are saved "
+                        "in the run's checkpoints: run the training cell again to resume.") from None
             ids = list(out["tokens"])
             logprobs = _aligned_logprobs(ids, out["completion_probabilities"])
             finished = out.get("stop_type") == "eos"
@@ -139,7 +185,10 @@ class PolicyServer(_StoppedOnExit):
 
         jobs = list(enumerate(prompt for prompt in prompts for _ in range(n)))
         with ThreadPoolExecutor(self.parallel) as pool:
-            return list(pool.map(one, jobs))
+            completions = list(pool.map(one, jobs))
+        if rates:
+            self.slowest_rate = min(rates)  # what the next batch's wait follows
+        return completions
 
     def _running(self) -> LocalModelServer:
         if self.server is None or not self.server.is_running():

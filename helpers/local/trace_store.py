@@ -33,7 +33,13 @@ from weave.trace.serialization.digest import (
     compute_row_digest,
     compute_table_digest,
 )
-from weave.trace_server_bindings.models import EnsureProjectExistsRes, FileContentReadRes
+from weave.trace_server_bindings.call_batch_processor import CallBatchProcessor
+from weave.trace_server_bindings.models import (
+    EndBatchItem,
+    EnsureProjectExistsRes,
+    FileContentReadRes,
+    StartBatchItem,
+)
 from weave.vendor.weave_server_sdk.types import (
     CallQueryStatsResponse,
     CallReadResponse,
@@ -571,14 +577,38 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
     handlers["file_create"] = file_create
     handlers["call_update"] = lambda record: server.call_update(record["req"])
     records, skipped = sendable_records(store_path)
-    sent = skip
-    for where, record in records[skip:]:
+    # A W&B project that was once written in "calls_complete" mode refuses call starts and ends one by one
+    # (CALLS_COMPLETE_MODE_REQUIRED). weave's own client then switches to sending each finished call whole;
+    # so does the replay: from the refused record on, a start waits for its end and the pair goes as one
+    # calls_complete item, made by weave's own pairing (CallBatchProcessor._create_complete).
+    complete_mode = False
+    waiting: dict[str, tuple[int, dict]] = {}  # call id -> (position, its start), in complete mode
+
+    def send(position: int, record_type: str, req: dict) -> None:
+        if complete_mode and record_type == "call_start":
+            waiting[req["start"]["id"]] = (position, req)
+        elif complete_mode and record_type == "call_end":
+            _, start = waiting.pop(req["end"]["id"])
+            complete = CallBatchProcessor._create_complete(None, StartBatchItem(req=start), EndBatchItem(req=req))
+            server.calls_complete({"batch": [complete.req]})
+        else:
+            handlers[record_type]({"type": record_type, "req": req})
+
+    for position, (where, record) in enumerate(records[skip:], start=skip):
         record_type, req = record["type"], record["req"]
         if project_id is not None:
             req = _retarget(req, project_of(record_type, req), project_id)
         try:
-            handlers[record_type]({"type": record_type, "req": req})
+            try:
+                send(position, record_type, req)
+            except Exception as e:
+                if complete_mode or record_type not in ("call_start", "call_end") or not _wants_calls_complete(e):
+                    raise
+                complete_mode = True
+                send(position, record_type, req)
         except BaseException as e:
+            # Everything before `sent` went; a start still waiting for its end did not.
+            sent = min([position, *(held for held, _ in waiting.values())])
             first_unsent = f"{where}: {_describe(record_type, req)}"
             error = " ".join(f"{type(e).__name__}: {e}".split())
             left_out = f" ({len(skipped)} record(s) the reader skips are never sent)" if skipped else ""
@@ -589,5 +619,15 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
                 e.add_note(message)
                 raise
             raise ReplayInterrupted(message, sent, len(records), first_unsent) from e
-        sent += 1
-    return Replayed(sent, skipped)
+    for held, start in waiting.values():  # calls that never ended (a stopped kernel): whole calls only
+        skipped.append(f"{records[held][0]}: call {start['start']['id']} never ended, and this W&B project takes "
+                       "finished calls only (calls_complete mode)")
+    return Replayed(max(skip, len(records)), skipped)
+
+
+def _wants_calls_complete(error: Exception) -> bool:
+    """W&B's answer that this project takes finished calls only (weave's own test for it)."""
+    from weave.trace.errors import CallsCompleteModeRequired
+    from weave.trace_server_bindings.http_utils import is_calls_complete_mode_error
+
+    return isinstance(error, CallsCompleteModeRequired) or is_calls_complete_mode_error(error)

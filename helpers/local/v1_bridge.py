@@ -93,15 +93,40 @@ def register_taskset(taskset_id: str, taskset_class: type) -> types.ModuleType:
 
 def read_run(run_dir: str | Path) -> tuple[dict, list]:
     """A v1 eval run folder: its saved config (configs/eval.json, as the runner wrote it) and its
-    episodes, read with verifiers' own reader (`vf.WireTrace` reads any taskset's traces)."""
+    episodes, read as verifiers' own `read_episodes` reads them (`vf.WireTrace` reads any taskset's traces),
+    except that a damaged line (a torn last line of a killed run: not JSON; a record of the wrong shape) is
+    skipped with a warning naming its file and line, as the course's trace store does, and the rest is kept:
+    `read_episodes` raises on the first one, and nothing is read."""
+    import warnings
+
+    import pydantic
     import verifiers.v1 as vf
     from verifiers.v1.cli.output import saved_config_path
-    from verifiers.v1.utils.trace_store import read_episodes
+    from verifiers.v1.episode import WireEpisode
+    from verifiers.v1.utils.trace_store import TRACES_FILE, type_adapter
 
     run_dir = Path(run_dir)
     config_path = saved_config_path(run_dir)
     config = json.loads(config_path.read_text()) if config_path else {}
-    return config, read_episodes(run_dir, vf.WireTrace)
+    trace_adapter, episodes, skipped = type_adapter(vf.WireTrace), [], []
+    path = run_dir / TRACES_FILE
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                episode = WireEpisode.model_validate({**row, "traces": []})
+                episode.traces = [trace_adapter.validate_python(trace) for trace in row["traces"]]
+            except (json.JSONDecodeError, pydantic.ValidationError, TypeError, KeyError) as e:
+                why = "not JSON (a line cut short?)" if isinstance(e, json.JSONDecodeError) else f"{type(e).__name__}"
+                skipped.append(f"line {number}: {why}")
+                continue
+            episodes.append(episode)
+    if skipped:
+        warnings.warn(f"v1 run {path}: skipped {len(skipped)} damaged record(s) ({'; '.join(skipped)}); "
+                      f"kept {len(episodes)}", stacklevel=2)
+    return config, episodes
 
 
 def _message(message: Any) -> dict:

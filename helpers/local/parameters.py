@@ -1,0 +1,165 @@
+"""Each notebook's parameters, checked by name in its first code cell, before anything slow runs:
+`check_parameters(globals(), "01")`. A wrong value (max_tokens="abc", num_examples=-1, papermill's -r
+turning a number into text) stops that cell with one ValueError naming every wrong parameter, its value and
+what it must be, instead of a long error from the model server minutes later, or a silent "all 1,319".
+
+One table per notebook, one rule per parameter: a new parameter adds one line here, and a test checks that
+each table and its notebook's parameters cell name the same parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# A rule takes a value and returns what is wrong with it (None: nothing).
+Rule = Callable[[Any], "str | None"]
+
+
+def _text_hint(value: Any) -> str:
+    """A number that arrived as text (quotes, or papermill's -r) is named as such."""
+    if isinstance(value, str):
+        try:
+            float(value)
+            return " (this one is text: drop the quotes, or pass it with papermill's -p, not -r)"
+        except ValueError:
+            pass
+    return ""
+
+
+def whole(at_least: int, below: int | None = None, why: str = "") -> Rule:
+    """A whole number (not a bool) in [at_least, below)."""
+    def rule(value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"must be a whole number of at least {at_least}{_text_hint(value)}"
+        if value < at_least or (below is not None and value >= below):
+            bounds = f"at least {at_least}" + (f" and below {below}" if below is not None else "")
+            return f"must be {bounds}{why}"
+        return None
+    return rule
+
+
+def number(above: float | None = None, at_least: float | None = None, why: str = "") -> Rule:
+    """A finite number (int or float, not a bool) above `above` or at least `at_least`."""
+    bound = f"above {above}" if above is not None else f"at least {at_least}"
+
+    def rule(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return f"must be a number {bound}{_text_hint(value)}"
+        if (above is not None and not value > above) or (at_least is not None and not value >= at_least):
+            return f"must be {bound}{why}"
+        return None
+    return rule
+
+
+def choice(*options: str) -> Rule:
+    def rule(value):
+        return None if value in options else f"must be one of {', '.join(map(repr, options))}"
+    return rule
+
+
+def text(optional: bool = False) -> Rule:
+    """Some text (not empty); with `optional`, None too."""
+    def rule(value):
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            return "must be some text" + (", or None" if optional else "")
+        return None
+    return rule
+
+
+def name(empty_ok: bool = False) -> Rule:
+    """A name that is also a folder name (runs/<...>/<name>) and a W&B project or run name."""
+    def rule(value):
+        if empty_ok and value == "":
+            return None
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", value):
+            return ("must be a name of letters, digits, '.', '_' or '-' (it names a folder)"
+                    + (", or ''" if empty_ok else ""))
+        return None
+    return rule
+
+
+def optional_text() -> Rule:
+    """Text, possibly empty ("" means: decided from the environment)."""
+    def rule(value):
+        return None if isinstance(value, str) else "must be text (\"\" to decide it from the environment)"
+    return rule
+
+
+GRPO_PARAMETERS: dict[str, Rule] = {  # notebook 02
+    "backend": choice("auto", "cpu", "gpu", "verifiers"),
+    "rollouts": choice("server", "generate"),
+    "max_steps": whole(at_least=1),
+    "learning_rate": number(above=0),
+    "num_generations": whole(at_least=2, why=" (GRPO compares at least 2 completions per prompt)"),
+    "per_device_train_batch_size": whole(at_least=1),
+    "max_completion_length": whole(at_least=1),
+    "temperature": number(above=0, why=" (GRPO needs varied samples)"),
+    "beta": number(at_least=0),
+    "seed": whole(at_least=0, below=2**32),
+    "hack_steps": whole(at_least=1),
+    "save_steps": whole(at_least=1),
+    "resume": choice("auto", "never"),
+    "system_prompt": text(optional=True),
+    "num_train_examples": whole(at_least=1),
+    "num_eval_examples": whole(at_least=1),
+    "eval_max_tokens": whole(at_least=1),
+    "run_name": name(),
+    "before_run": name(empty_ok=True),
+    "project": name(),
+}
+
+
+SAMPLING = {  # what notebooks 01 and 03 send to the model endpoint
+    "model": optional_text(),
+    "base_url": optional_text(),
+    "split": choice("train", "test"),
+    "num_examples": whole(at_least=1, why=" (GSM8K problems to evaluate)"),
+    "rollouts_per_example": whole(at_least=1),
+    "max_concurrent": whole(at_least=1),
+    "temperature": number(at_least=0),
+    "max_tokens": whole(at_least=1, why=" (tokens the model may write per answer)"),
+    "seed": whole(at_least=0, below=2**32),
+    "run_name": name(),
+}
+NOTEBOOK_PARAMETERS: dict[str, dict[str, Rule]] = {
+    "00": {"prompt": text(), "max_tokens": whole(at_least=1, why=" (tokens the model may write)"),
+           "project": name()},
+    "01": {**SAMPLING, "project": name()},
+    "02": GRPO_PARAMETERS,
+    "03": {**SAMPLING, "max_turns": whole(at_least=1), "discount": number(above=0),
+           "tool_max_turns": whole(at_least=1), "vf_eval_examples": whole(at_least=1)},
+}
+
+
+def problems(values: Mapping[str, Any], rules: Mapping[str, Rule] = GRPO_PARAMETERS) -> list[str]:
+    """What is wrong with `values`, by `rules`, one line per parameter (and a batch that does not divide
+    into groups)."""
+    wrong = {key: problem for key, rule in rules.items()
+             if key in values and (problem := rule(values[key]))}
+    found = [f"{key}={values[key]!r}: {problem}" for key, problem in wrong.items()]
+    batch, group = values.get("per_device_train_batch_size"), values.get("num_generations")
+    both_right = batch is not None and group is not None and not wrong.keys() & {
+        "per_device_train_batch_size", "num_generations"}
+    if both_right and batch % group:
+        found.append(f"per_device_train_batch_size={batch}: must be a multiple of num_generations={group} "
+                        "(prompts per step x completions per prompt)")
+    return found
+
+
+def check_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
+    """Check notebook `notebook`'s ("00" ... "03") parameters, each by name: call it with the notebook's
+    `globals()`. Raises one ValueError that names every wrong parameter, its value and what it must be."""
+    rules = NOTEBOOK_PARAMETERS[notebook]
+    missing = [key for key in rules if key not in namespace]
+    if missing:
+        raise ValueError(f"Notebook {notebook}'s parameters cell has no {', '.join(missing)}: run that cell first "
+                         "(or, if a parameter was renamed, rename it in helpers/local/parameters.py)")
+    found = problems({key: namespace[key] for key in rules}, rules)
+    if found:
+        raise ValueError(f"Notebook {notebook} cannot run with these parameters; fix them in the parameters cell "
+                         "(or papermill's -p NAME VALUE) and run again:\n- " + "\n- ".join(found))
