@@ -524,3 +524,19 @@ def test_the_interrupt_button_stops_an_evaluation_and_a_check(what, local_server
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def test_every_evaluation_a_notebook_runs_goes_through_the_worker():
+    """Through helpers.in_worker_thread, a server that dies mid-evaluation is an EndpointError naming its log,
+    and the interrupt button stops the call; a direct env.evaluate(...) would give a bare APIConnectionError
+    (verifiers 0.1.5 builds its own AsyncOpenAI from the client's key and URL, so no client of ours can
+    change that) and would not stop. So no notebook calls it directly."""
+    for path in sorted(NOTEBOOK_02.parent.glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or source.startswith("%%"):  # a cell magic (%%writefile): not Python
+                continue
+            for node in ast.walk(ast.parse(source.replace("await ", ""))):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "evaluate":
+                    raise AssertionError(f"{path.name} calls {ast.unparse(node)[:80]} directly: "
+                                         "use helpers.in_worker_thread(env.evaluate, ...)")
