@@ -270,6 +270,45 @@ def _discount(kind, discount=0.5):
     return discounted_correct
 
 
+def _is_completed(kind):
+    import verifiers as vf
+
+    async def is_completed(self, messages, state, **kwargs) -> bool:
+        base = await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs)
+        if kind == "right":
+            return state.get("solved", False) or base
+        if kind == "last message":  # also right: the loop asks when the last message is the environment's
+            return messages[-1]["content"] == "Correct." or base
+        if kind == "solved only":
+            return state.get("solved", False)
+        if kind == "one turn early":
+            return state.get("solved", False) or state["turn"] >= self.max_turns - 1
+        if kind == "one turn late":
+            return state.get("solved", False) and state["turn"] > 1 or base
+        return base  # blank
+    return is_completed
+
+
+def _env_response(kind):
+    async def env_response(self, messages, state, **kwargs):
+        from gsm8k_course import canonical_number
+
+        parsed = self.parser.parse_answer(messages)
+        right = bool(parsed) and canonical_number(parsed) == canonical_number(state["answer"])
+        if kind == "numbers as text":
+            right = parsed == state["answer"]
+        if kind == "blank":
+            right = False
+        reply = [{"role": "assistant" if kind == "assistant reply" else "user",
+                  "content": "Correct." if right else "Not yet, try again."}]
+        if kind == "new state":
+            return reply, {"answer": state["answer"], "turn": state["turn"], "solved": right}
+        if kind != "solved not set":
+            state["solved"] = right
+        return reply, state
+    return env_response
+
+
 def _tool_calls(kind):
     def tool_calls(completion, **kwargs) -> float:
         if kind == "right":
@@ -387,6 +426,20 @@ def _table():
             ("float of the raw text", _feedback("float of raw text"), "'1,000' is a number"),
             ("high and low swapped", _feedback("inverted"), "too high"),
         ]),
+        "03-is-completed": (_is_completed("right"), _is_completed("blank"), [
+            ("replies to a right answer (solved never read)", _is_completed("blank"), "went on"),
+            ("stops one turn late", _is_completed("one turn late"), "went on"),
+            ("stops one turn early", _is_completed("one turn early"), "one turn early"),
+            ("max_turns never asked", _is_completed("solved only"), "ask the base class"),
+            ("a plain def", lambda self, messages, state, **kwargs: state.get("solved", False), "async def"),
+        ]),
+        "03-env-response": (_env_response("right"), _env_response("blank"), [
+            ("numbers compared as text", _env_response("numbers as text"), "compare the NUMBERS"),
+            ("'Correct.' without state['solved']", _env_response("solved not set"), "state['solved'] = True"),
+            ("the state lost between turns", _env_response("new state"), "the state lost"),
+            ("the reply as the assistant", _env_response("assistant reply"), "role 'user'"),
+            ("a plain def", lambda self, messages, state, **kwargs: ([], state), "async def"),
+        ]),
         "03-turn-discount": (_discount("right"), _discount("blank"), [
             ("every message counted", _discount("messages"), "count the MODEL's turns"),
             ("discount ** turns", _discount("turns"), "count the MODEL's turns"),
@@ -417,10 +470,14 @@ _EXERCISES_IN_TABLE = (
     "02-reward-adapter",
     "02-close-the-hack",
     "03-feedback-hints",
+    "03-is-completed",
+    "03-env-response",
     "03-turn-discount",
     "03-tool-calls",
     "03-my-environment",
 )
+# Valid answers that are not the reference's, which each check must accept.
+ALSO_RIGHT = {"03-is-completed": [_is_completed("last message")]}
 
 
 @pytest.fixture(scope="module")
@@ -442,6 +499,8 @@ def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, answer_
     right, blank, wrong = answer_table[name]
     check = CHECKS[name]
     assert check(right) is None, f"{name}: the right answer was refused: {check(right)}"
+    for other in ALSO_RIGHT.get(name, []):
+        assert check(other) is None, f"{name}: a valid answer other than the reference's was refused: {check(other)}"
     assert check(blank), f"{name}: the blank exercise passed"
     for mistake, value, fragment in wrong:
         hint = check(value)

@@ -4,6 +4,8 @@ right, else a hint naming the mistake."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable
 
@@ -153,3 +155,160 @@ def my_environment(load_environment: Callable) -> str | None:
                     "parse the model's LAST turn (its last assistant message, not the environment's 'Correct.'), "
                     "and discount per model turn")
     return None
+
+
+# ----------------------------------------------------------------------------- the feedback environment's methods
+# is_completed and env_response are checked the way a rollout uses them: MultiTurnEnv.rollout's loop is
+# replayed with scripted model turns (right answers written as GSM8K writes them and otherwise, wrong ones, no
+# answer), over gold answers of both GSM8K splits (commas and negative ones among them) and several
+# max_turns, once with the learner's method and once with the reference (gsm8k_feedback.FeedbackEnv's); the
+# first conversation where they part is the hint.
+
+MAX_SCRIPTED_TURNS = 6  # a conversation that has not ended by then never would
+
+
+@functools.cache
+def _golds() -> tuple[str, ...]:
+    """Gold answers as GSM8K writes them (and as state["answer"] holds them): from both splits when the data
+    is at hand (GSM8K_DIR or the HF cache), with commas and negative ones; else a fixed set like them."""
+    import datasets
+    from gsm8k_course import load_gsm8k
+
+    golds = ["72", "1,600", "-3"]
+    datasets.disable_progress_bars()
+    try:
+        for split in ("test", "train"):
+            answers = list(load_gsm8k(split)["answer"])
+            golds += [a for a in answers if "," in a][:2] + [a for a in answers if a.startswith("-")][:2] + answers[:2]
+    except Exception:  # noqa: BLE001 - offline without GSM8K_DIR: the fixed set is shaped like the real ones
+        golds += ["114,200", "-47", "18", "5"]
+    finally:
+        datasets.enable_progress_bars()
+    return tuple(dict.fromkeys(golds))
+
+
+def _scripts(gold: str) -> list[tuple[str, list[str]]]:
+    """(what the model does, its answers turn by turn) for one gold answer, padded with wrong answers."""
+    from gsm8k_course import canonical_number
+
+    number = canonical_number(gold)
+    value = float(number)
+
+    def written(x: float) -> str:
+        return str(int(x)) if x == int(x) else str(x)
+
+    right, plain, wrong, wrong_2 = f"#### {gold}", f"#### {number}", f"#### {written(value + 1)}", f"#### {written(value - 2)}"
+    scripts = [("right at once", [right]), ("wrong, then right", [wrong, right]),
+               ("no answer, wrong, then right", ["I am not sure yet.", wrong_2, right]),
+               ("never right", [wrong, wrong_2, wrong, wrong_2]),
+               (f"right, written '{number}' where the gold is '{gold}'", [wrong, plain])]
+    return [(what, [f"Let me compute.\n{a}" for a in answers] + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS)
+            for what, answers in scripts]
+
+
+def _feedback_env(max_turns: int, **methods):
+    """gsm8k_feedback's FeedbackEnv with `methods` (is_completed, env_response) replaced."""
+    import datasets
+    import verifiers as vf
+    from datasets import Dataset
+    from gsm8k_feedback import FeedbackEnv, FinalAnswerParser
+
+    env_class = type("CheckedFeedbackEnv", (FeedbackEnv,), methods)
+    parser = FinalAnswerParser()
+    datasets.disable_progress_bars()  # its one-row dataset is mapped: no bar in the learner's output
+    try:
+        return env_class(max_turns=max_turns, eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]),
+                         parser=parser, rubric=vf.Rubric(parser=parser))
+    finally:
+        datasets.enable_progress_bars()
+
+
+async def _conversation(env, gold: str, answers: list[str]) -> tuple[list[tuple[str, str]], bool]:
+    """MultiTurnEnv.rollout's loop (verifiers 0.1.5) with scripted model turns: [(role, text), ...], and whether
+    the state kept what it held (its answer and a key of the caller's own) through every turn."""
+    keep = object()  # a key of the caller's own, that must survive every turn
+    state = {"answer": gold, "turn": 0, "prompt": [], "completion": [], "responses": [], "info": {}, "mine": keep}
+    messages: list[dict] = [{"role": "user", "content": "A GSM8K problem."}]
+    said: list[tuple[str, str]] = []
+    while not await env.is_completed(messages, state):
+        if state["turn"] >= MAX_SCRIPTED_TURNS:
+            said.append(("-", "(never ended)"))
+            break
+        messages.append({"role": "assistant", "content": answers[state["turn"]]})
+        said.append(("assistant", answers[state["turn"]].split("\n")[-1]))
+        state["turn"] += 1
+        if await env.is_completed(messages, state):
+            break
+        replies, state = await env.env_response(messages, state)
+        if not isinstance(state, dict):
+            raise TypeError(f"env_response returned {type(state).__name__} as the state: return (replies, state)")
+        messages += replies
+        said += [(reply.get("role", "?"), "Correct." if reply.get("content", "").strip() == "Correct." else "not right")
+                 for reply in replies]
+    return said, state.get("mine") is keep and state.get("answer") == gold
+
+
+def _first_difference(method: str, yours: Callable) -> str | None:
+    """Every scripted conversation with the learner's `method` and with the reference's; the first difference."""
+    envs = {max_turns: (_feedback_env(max_turns, **{method: yours}), _feedback_env(max_turns)) for max_turns in (1, 2, 3, 4)}
+
+    async def compare() -> str | None:  # one event loop for them all
+        for max_turns, (env, reference) in envs.items():
+            for gold in _golds():
+                for what, answers in _scripts(gold):
+                    expected, _ = await _conversation(reference, gold, answers)
+                    case = f"max_turns={max_turns}, gold answer {gold!r}, the model {what}"
+                    try:
+                        got, kept = await _conversation(env, gold, answers)
+                    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+                        return f"with {case}, it raised {type(e).__name__}: {e}"
+                    if got != expected:
+                        return (f"with {case}:\n  expected {_transcript(expected)}\n  yours    {_transcript(got)}\n"
+                                + _why(method, expected, got))
+                    if not kept:
+                        return (f"with {case}, the state lost what it held before (its 'answer' or other keys): "
+                                "update the state dict you were given and return that one")
+        return None
+
+    return run_sync(compare())
+
+
+def _transcript(said: list[tuple[str, str]]) -> str:
+    return " → ".join(f"{role}: {text}" for role, text in said) or "(nothing: it ended before the first turn)"
+
+
+def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]]) -> str:
+    """The mistake the first difference points at."""
+    at = next(i for i in range(max(len(expected), len(got))) if expected[i: i + 1] != got[i: i + 1])
+    want, have = (expected[at] if at < len(expected) else None), (got[at] if at < len(got) else None)
+    ended_right = bool(expected) and expected[-1] == ("user", "Correct.")
+    if want and have and want[0] == "user" and have[0] != "user":
+        return "the environment's reply is a message with role 'user': [{'role': 'user', 'content': ...}]"
+    if method == "env_response" and want and have and want[1] != have[1]:
+        return ("the environment judged this answer differently: compare the NUMBERS (canonical_number of the parsed "
+                "answer and of state['answer']: '1600', '1,600' and '$1,600' are one number), set state['solved'] "
+                "and say 'Correct.' exactly when they are equal")
+    if want is None and ended_right:
+        return ("it said 'Correct.' and the conversation went on: set state['solved'] = True in env_response, and end "
+                "the conversation once it is (is_completed)")
+    if want is None:
+        return ("after the model's last allowed turn (max_turns) the conversation must end: ask the base class, "
+                "await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs), which checks max_turns")
+    return ("it ended before the model had its max_turns turns and before a right answer: one turn early? End it "
+            "when state['solved'] is True, or when the base class says so")
+
+
+@checks_exercise("03-is-completed")
+def feedback_is_completed(is_completed: Callable) -> str | None:
+    """async is_completed(self, messages, state): over after a right answer, or at max_turns (the base class)."""
+    if not inspect.iscoroutinefunction(is_completed):
+        return "write it as `async def is_completed(self, messages, state, **kwargs)`: the environment awaits it"
+    return _first_difference("is_completed", is_completed)
+
+
+@checks_exercise("03-env-response")
+def feedback_env_response(env_response: Callable) -> str | None:
+    """async env_response(self, messages, state): parse the last model turn, set state['solved'], reply."""
+    if not inspect.iscoroutinefunction(env_response):
+        return "write it as `async def env_response(self, messages, state, **kwargs)`: the environment awaits it"
+    return _first_difference("env_response", env_response)
