@@ -44,11 +44,13 @@ class _Worker(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - handed to the caller, whatever it is (SystemExit too)
             self.error = e
         finally:
-            # What the call left for the cycle collector is collected here, where no event loop runs. Collected
-            # later in the kernel's thread, an AsyncOpenAI client (verifiers makes one per evaluate) schedules
-            # its aclose() on Jupyter's loop for connections of a closed loop: "Event loop is closed" tracebacks
-            # in a later cell's output (openai's AsyncHttpxClientWrapper.__del__).
-            gc.collect()
+            if self._coroutine is None:
+                # What a call (env.evaluate) left for the cycle collector is collected here, where no event loop
+                # runs. Collected later in the kernel's thread, an AsyncOpenAI client (verifiers makes one per
+                # evaluate) schedules its aclose() on Jupyter's loop for connections of a closed loop: "Event
+                # loop is closed" tracebacks in a later cell's output (openai's AsyncHttpxClientWrapper.__del__).
+                # Not after each short coroutine (a check runs dozens): it makes no client.
+                gc.collect()
             self.done.set()
 
     def _run_coroutine(self):
