@@ -48,15 +48,16 @@ class _CappedText(io.TextIOBase):
     """Keeps the first `limit` characters written to it and counts the rest."""
 
     def __init__(self, limit: int):
-        self.limit, self.kept, self.dropped = limit, [], 0
+        self.limit, self.kept, self.size, self.dropped = limit, [], 0, 0
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        room = self.limit - sum(map(len, self.kept))
-        self.kept.append(text[:max(room, 0)])
-        self.dropped += max(len(text) - max(room, 0), 0)
+        room = max(self.limit - self.size, 0)  # a running count: a loop of prints stays linear
+        self.kept.append(text[:room])
+        self.size += len(self.kept[-1])
+        self.dropped += len(text) - len(self.kept[-1])
         return len(text)
 
     def text(self) -> str:
