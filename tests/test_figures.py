@@ -1,19 +1,32 @@
 """Figures that cannot drift: each figure a reader sees that comes from a result file is listed here, with
-where it is stated (a file and the words around the number), the result file and the value there, and the
-tolerance of its rounding. A figure that no longer matches its file, or text that no longer states it,
-fails. (The registry starts with the figures of the test command and the thread rule; every notebook's,
-the README's and the guide's figures belong here too.)"""
+where it is stated (a file and the words around the number; a notebook's cells are read as one text), the
+result file and the value there, and the tolerance of its rounding. A figure that no longer matches its
+file, or text that no longer states it, fails. The minute plans (each notebook's and the guide's agenda)
+are not listed figure by figure: scripts/minute_plan.py writes them from workshop/minute_plan.json and the
+result files it names, and the last tests here fail when the committed tables differ from what it writes."""
 
 import json
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from notebook_run import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import minute_plan  # noqa: E402 - scripts/ is not a package
+
+
+def stated_text(path: str) -> str:
+    """What a reader reads in `path`: a notebook's cells joined, any other file as it is."""
+    if path.endswith(".ipynb"):
+        return "\n\n".join("".join(c["source"]) for c in json.loads((ROOT / path).read_text())["cells"])
+    return (ROOT / path).read_text()
 
 
 @dataclass(frozen=True)
@@ -70,7 +83,7 @@ CLAIMS = [
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=str)
 def test_every_stated_figure_matches_its_result_file(claim):
-    text = (ROOT / claim.stated_in).read_text()
+    text = stated_text(claim.stated_in)
     found = re.search(claim.pattern, text, flags=re.DOTALL)
     assert found, f"{claim.stated_in} no longer states this figure (/{claim.pattern}/): update the registry"
     stated = float(found.group(1))
@@ -85,3 +98,158 @@ def test_every_result_file_records_the_cpu_it_ran_on():
         assert data.get("cpu") or data.get("device") or data.get("cpu_flags") is not None, path.name
         if data.get("date", "") >= "2026-12-05":
             assert "cpu_flags" in data, f"{path.name} does not record the CPU's flags"
+
+GRPO = "grpo-2026-12-03.json"
+ROOM = "room-2026-12-04.json"
+NB = "notebooks-2026-12-03.json"
+NB04 = "notebooks-04-2026-12-04.json"
+
+
+def grpo_runs(key: str, rollouts: str | None, pick=max) -> Callable[[dict], float]:
+    """min or max (pick) of `key` over the runs with these rollouts (None: every run)."""
+    return lambda data: pick(r[key] for r in data["runs"] if rollouts in (None, r["rollouts"]))
+
+
+def grpo_mean(key: str, rollouts: str = "server") -> Callable[[dict], float]:
+    return lambda data: sum(v := [r[key] for r in data["runs"] if r["rollouts"] == rollouts]) / len(v)
+
+
+def notebook_minutes(name: str) -> Callable[[dict], float]:
+    return lambda data: next(n["minutes"] for n in data["notebooks"] if n["notebook"] == name)
+
+
+def section_minutes(name: str, section: str) -> Callable[[dict], float]:
+    return lambda data: next(s["minutes"] for n in data["notebooks"] if n["notebook"] == name
+                             for s in n["sections"] if s["section"] == section)
+
+
+def room(learners: int, key: str) -> Callable[[dict], float]:
+    return lambda data: next(r[key] for r in data["runs"] if r["learners"] == learners)
+
+
+def endpoint_run(key: str, **match) -> Callable[[dict], float]:
+    return lambda data: next(r[key] for r in data["runs"] if all(r.get(k) == v for k, v in match.items()))
+
+
+FIGURES = [
+    # the README's notebook table and the cpu backend's row
+    Claim("README.md", r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
+          NB, notebook_minutes("00_setup"), 0.05),
+    Claim("README.md", r"a reward of your own \| CPU \| ([\d.]+) —", NB, notebook_minutes("01_traced_gsm8k_eval"), 0.05),
+    Claim("README.md", r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+) —", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
+    Claim("README.md", r"see below \| (\d+) \(", GRPO, grpo_mean("notebook_minutes"), 0.5),
+    Claim("README.md", r"see below \| \d+ \((\d+) training", GRPO, grpo_mean("train_minutes"), 0.5),
+    Claim("README.md", r"\d+ training, (\d+)–\d+ s/step", GRPO, grpo_runs("sec_per_step", "server", min), 0.5),
+    Claim("README.md", r"\d+ training, \d+–(\d+) s/step", GRPO, grpo_runs("sec_per_step", "server", max), 0.5),
+    Claim("README.md", r'`rollouts="generate"`: (\d+), ', GRPO, grpo_mean("notebook_minutes", "generate"), 0.5),
+    Claim("README.md", r'`rollouts="generate"`: \d+, (\d+)–\d+ s/step', GRPO, grpo_runs("sec_per_step", "generate", min), 0.5),
+    Claim("README.md", r'`rollouts="generate"`: \d+, \d+–(\d+) s/step', GRPO, grpo_runs("sec_per_step", "generate", max), 0.5),
+    Claim("README.md", r"\| ([\d.]+) at load average \d+ on 2 busy cores", NB04, notebook_minutes("04_verifiers_v1"), 0.05),
+    Claim("README.md", r"\| [\d.]+ at load average (\d+) on 2 busy cores", NB04, lambda d: d["load_avg_before"][0], 0.5),
+    Claim("README.md", r"`\.venv-v1`, ([\d.]+) GB, [\d.]+ min\)", NB04, lambda d: d["v1_env"]["size_mb"] / 1024, 0.05),
+    Claim("README.md", r"`\.venv-v1`, [\d.]+ GB, ([\d.]+) min\)", NB04, lambda d: d["v1_env"]["setup_s"] / 60, 0.05),
+    Claim("README.md", r"ran here on 2 CPU cores: (\d+) min with the defaults", GRPO, grpo_mean("notebook_minutes"), 0.5),
+    Claim("README.md", r"with the defaults, (\d+)–\d+ s/step \(generation", GRPO, grpo_runs("sec_per_step", "server", min), 0.5),
+    Claim("README.md", r"s/step \(generation (\d+), weight sync", GRPO, grpo_mean("generation_s_sec_per_step"), 0.5),
+    Claim("README.md", r"weight sync (\d+), update", GRPO, grpo_mean("sync_s_sec_per_step"), 0.5),
+    Claim("README.md", r"weight sync \d+, update (\d+)\)", GRPO, grpo_mean("update_s_sec_per_step"), 0.5),
+    Claim("README.md", r"kernel peak ([\d.]+) GB", GRPO, grpo_runs("peak_rss_gb", None, max), 0.05),
+    Claim("README.md", r"one stream: (\d+) tokens/s on 2 cores", "endpoint-2026-12-03.json",
+          endpoint_run("one_stream_tokens_per_s", poll=0), 0.5),
+    Claim("README.md", r"first time: about (\d+) minutes on\s+2 cores", "endpoint-quick-2026-12-03.json",
+          lambda d: d["fresh_setup_s"] / 60, 0.5),
+    # notebook 02's and 04's headers
+    Claim("notebooks/02_traced_grpo_training.ipynb", r"the defaults take (\d+) minutes end to end", GRPO,
+          grpo_mean("notebook_minutes"), 0.5),
+    Claim("notebooks/02_traced_grpo_training.ipynb", r"end to end, (\d+) of them training", GRPO, grpo_mean("train_minutes"), 0.5),
+    Claim("notebooks/02_traced_grpo_training.ipynb", r"of them training at (\d+)–\d+ s/step", GRPO,
+          grpo_runs("sec_per_step", "server", min), 0.5),
+    Claim("notebooks/02_traced_grpo_training.ipynb", r'with `rollouts = "generate"` (\d+) minutes at', GRPO,
+          grpo_mean("notebook_minutes", "generate"), 0.5),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"With the defaults it took ([\d.]+) minutes on a \*\*busy\*\*", NB04,
+          notebook_minutes("04_verifiers_v1"), 0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"\(load average ([\d.]+) before", NB04, lambda d: d["load_avg_before"][0], 0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"before and ([\d.]+) after, on 2 cores\)", NB04, lambda d: d["load_avg_after"][0], 0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"on 2 cores\), ([\d.]+) of them in section 4", NB04,
+          section_minutes("04_verifiers_v1", "4. Run it with verifiers' own runner"), 0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"`\.venv-v1` \((\d+) MB", NB04, lambda d: d["v1_env"]["size_mb"], 0),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"`\.venv-v1` \(\d+ MB; ([\d.]+) minutes from scratch", NB04,
+          lambda d: d["v1_env"]["setup_s"] / 60, 0.05),
+    Claim("notebooks/01_traced_gsm8k_eval.ipynb", r"a CPU, about (\d+) minutes with the defaults", NB,
+          notebook_minutes("01_traced_gsm8k_eval"), 0.5),
+    Claim("notebooks/03_multiturn_and_tools.ipynb", r"with the defaults, about (\d+) minutes on 2 idle cores", NB,
+          notebook_minutes("03_multiturn_and_tools"), 0.5),
+    # the guide: memory, the room's sizing
+    Claim("INSTRUCTOR_GUIDE.md", r"peak ([\d.]+)–[\d.]+", GRPO, grpo_runs("peak_rss_gb", None, min), 0.005),
+    Claim("INSTRUCTOR_GUIDE.md", r"peak [\d.]+–([\d.]+)", GRPO, grpo_runs("peak_rss_gb", None, max), 0.005),
+    Claim("INSTRUCTOR_GUIDE.md", r"downloaded in ([\d.]+) minutes here", "room-wheelhouse-2026-12-04.json",
+          lambda d: d["wheelhouse"]["download_minutes"], 0.05),
+    *[Claim("INSTRUCTOR_GUIDE.md", rf"\n\| {n} \| {pattern}", ROOM, room(n, key), 0.005)
+      for n in (1, 2, 4, 8, 16)
+      for pattern, key in ((r"([\d.]+) s \|", "latency_p50_s"), (r"[\d.]+ s \| ([\d.]+) s \|", "latency_p95_s"),
+                           (r"[\d.]+ s \| [\d.]+ s \| ([\d.]+) /", "learner_minutes_median"),
+                           (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / ([\d.]+) \|", "learner_minutes_max"),
+                           (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / [\d.]+ \| ([\d.]+) \|", "tokens_per_s"),
+                           (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / [\d.]+ \| [\d.]+ \| (\d+) \|", "errors"))],
+    Claim("INSTRUCTOR_GUIDE.md", r"The p95 of (\d+) s at 8 learners", ROOM, room(8, "latency_p95_s"), 0.5),
+    Claim("INSTRUCTOR_GUIDE.md", r"the slowest learner then\s+needs ([\d.]+) minutes", ROOM, room(8, "learner_minutes_max"), 0.05),
+    Claim("INSTRUCTOR_GUIDE.md", r"needs [\d.]+ minutes, the median ([\d.]+)\)", ROOM, room(8, "learner_minutes_median"), 0.05),
+    Claim("INSTRUCTOR_GUIDE.md", r"it writes about (\d+)–\d+ tokens/s", ROOM,
+          lambda d: min(r["tokens_per_s"] for r in d["runs"] if r["learners"] >= 2), 0.5),
+    Claim("INSTRUCTOR_GUIDE.md", r"it writes about \d+–(\d+) tokens/s", ROOM,
+          lambda d: max(r["tokens_per_s"] for r in d["runs"] if r["learners"] >= 2), 0.5),
+    Claim("INSTRUCTOR_GUIDE.md", r"\(16 learners:\s+([\d.]+) minutes for each", ROOM, room(16, "learner_minutes_max"), 0.05),
+    Claim("INSTRUCTOR_GUIDE.md", r"about 8 learners\s+pressing Run together wait ~([\d.]+) minutes", ROOM,
+          room(8, "learner_minutes_max"), 0.005),
+    Claim("INSTRUCTOR_GUIDE.md", r"16 wait ~([\d.]+)\.", ROOM, room(16, "learner_minutes_max"), 0.05),
+    Claim("INSTRUCTOR_GUIDE.md", r"about ([\d.]+) minutes per learner in the room", ROOM,
+          lambda d: room(16, "learner_minutes_max")(d) / 16, 0.005),
+    Claim("INSTRUCTOR_GUIDE.md", r"The server's memory peaked at (\d+) MB", ROOM,
+          lambda d: max(r["server_peak_rss_mb"] for r in d["runs"]), 0),
+]
+CLAIMS += FIGURES
+
+
+def tool_row(setup: str, key: str, scale: float = 1.0, index: int | None = None) -> Callable[[dict], float]:
+    def read(data: dict) -> float:
+        value = next(r[key] for r in data["setups"] + data["earlier setups"] if r["setup"] == setup)
+        return (value if index is None else value[index]) * scale
+    return read
+
+
+NB03, TOOLS = "notebooks/03_multiturn_and_tools.ipynb", "tool_calls-2026-12-04.json"
+NO_GRAMMAR, GRAMMAR = "JSON reply + worked example, no grammar", "JSON reply + worked example"
+CLAIMS += [
+    Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100), 0.05),
+    Claim(NB03, r"of the rollouts, (\d+) calls, of which", TOOLS, tool_row(NO_GRAMMAR, "tool calls"), 0),
+    Claim(NB03, r"calls, of which (\d+)% had a valid expression", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate", 100), 0.5),
+    Claim(NB03, r"valid expression \(95% interval (\d+)–", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
+    Claim(NB03, r"valid expression \(95% interval \d+–(\d+)%", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
+    Claim(NB03, r"few rollouts call at all \((\d+)%\)", TOOLS, tool_row("JSON reply", "tool-call rate", 100), 0.5),
+    Claim(NB03, r"every rollout calls \((\d+)%, ", TOOLS, tool_row(GRAMMAR, "tool-call rate", 100), 0),
+    Claim(NB03, r"every rollout calls \(\d+%, (\d+) calls\)", TOOLS, tool_row(GRAMMAR, "tool calls"), 0),
+    Claim(NB03, r"than without the grammar: (\d+)% \(interval", TOOLS, tool_row(GRAMMAR, "valid-argument rate", 100), 0.5),
+    Claim(NB03, r"than without the grammar: \d+% \(interval (\d+)–", TOOLS, tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
+    Claim(NB03, r"than without the grammar: \d+% \(interval \d+–(\d+)%", TOOLS, tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
+    Claim(NB03, r"call \((\d+) of 40 against", TOOLS, tool_row(GRAMMAR, "rollouts with a valid call"), 0),
+    Claim(NB03, r"call \(\d+ of 40 against (\d+)\)", TOOLS, tool_row(NO_GRAMMAR, "rollouts with a valid call"), 0),
+    Claim(NB03, r"calculator's characters\): ([\d.]+)% of the calls valid", TOOLS,
+          tool_row("JSON reply, strict form", "valid-argument rate", 100), 0.05),
+    Claim(NB03, r"the `####` format \((\d+)% of final replies", TOOLS, tool_row("+ worked example", "'####' format", 100), 0.5),
+    Claim(NB03, r"0 of (\d+) rollouts each \(95% interval", TOOLS, lambda d: d["num_examples"], 0),
+    Claim(NB03, r"0 of \d+ rollouts each \(95% interval 0–([\d.]+)%\)", TOOLS,
+          tool_row("no tool", "tool-call rate 95% CI", 100, 1), 0.05),
+]
+
+
+def test_the_minute_plans_are_written_from_the_plan_file():
+    stale = minute_plan.stale()
+    assert not stale, "; ".join(stale) + ": run `.venv/bin/python scripts/minute_plan.py --write`"
+
+
+@pytest.mark.parametrize("notebook", [b for b in json.loads(minute_plan.PLAN.read_text())["blocks"] if "notebook" in b],
+                         ids=lambda b: b["notebook"])
+def test_every_exercise_has_its_minutes_in_the_plan(notebook):
+    planned = [name for row in notebook["rows"] for name in row.get("exercises", {})]
+    found = [name for _, name, _ in exercises(ROOT / "notebooks" / f"{notebook['notebook']}.ipynb")]
+    assert sorted(planned) == sorted(found), "workshop/minute_plan.json and the notebook's exercises differ"
