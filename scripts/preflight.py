@@ -5,6 +5,9 @@
 Under a minute: it starts the packaged model once on 127.0.0.1, loads GSM8K (from GSM8K_DIR, or
 like the notebooks from the HF hub or its cache) and starts a Jupyter kernel.
 Exit code 0 when every check passes, 1 otherwise.
+
+    bash scripts/preflight.sh --notebook-04    also checks what notebook 04 (the appendix) needs: its own
+                                               environment .venv-v1 and a package index for uv
 """
 
 from __future__ import annotations
@@ -144,10 +147,50 @@ CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
 ]
 
 
-def run_checks() -> list[Check]:
+V1_SETUP = "bash scripts/setup_v1_env.sh (it installs from a package index: the internet or a mirror)"
+
+
+def notebook_04_env() -> tuple[bool, str]:
+    import json
+    import subprocess
+
+    python = ROOT / ".venv-v1" / "bin" / "python"
+    if not python.exists():
+        return False, ".venv-v1 is missing"
+    version = subprocess.run([str(python), "-c", "import verifiers; print(verifiers.__version__)"],
+                             capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    spec = Path(sys.prefix) / "share" / "jupyter" / "kernels" / "verifiers-v1" / "kernel.json"
+    registered = spec.is_file() and json.loads(spec.read_text())["argv"][0] == str(python)
+    found = f".venv-v1 with verifiers {version or '(not importable)'}; kernel 'verifiers-v1' " + \
+        ("registered" if registered else "not registered in this venv")
+    return version == "0.4.0" and registered, found
+
+
+def uv_index() -> tuple[bool, str]:
+    """Notebook 04's first evaluation prepares verifiers' chat program with `uv sync --script`: uv resolves
+    its packages from UV_DEFAULT_INDEX (or UV_INDEX_URL), else PyPI."""
+    import urllib.request
+
+    index = os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or "https://pypi.org/simple"
+    try:
+        with urllib.request.urlopen(f"{index.rstrip('/')}/openai/", timeout=5) as reply:
+            return reply.status == 200, f"uv's index {index} answers"
+    except OSError as e:
+        return False, f"uv's index {index} cannot be reached ({getattr(e, 'reason', e)})"
+
+
+NOTEBOOK_04_CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
+    ("notebook 04 env", notebook_04_env, V1_SETUP),
+    ("uv's index", uv_index,
+     ("notebook 04 needs the internet, or a package mirror named by UV_DEFAULT_INDEX before Jupyter starts "
+      "(the offline kit does not cover it); otherwise skip notebook 04, the appendix")),
+]
+
+
+def run_checks(checks: list | None = None) -> list[Check]:
     """Every check, in order; a broken install still gets its table."""
     results = []
-    for name, function, fix in CHECKS:
+    for name, function, fix in CHECKS if checks is None else checks:
         try:
             ok, found = function()
         except Exception as e:  # noqa: BLE001 - whatever breaks, the learner gets a row saying what
@@ -176,10 +219,15 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notebook-04", action="store_true", help="also check what notebook 04 needs")
+    args = parser.parse_args(argv)
     started = time.monotonic()
     print("preflight: checking this machine for the course (under a minute) ...", flush=True)
-    results = run_checks()
+    results = run_checks(CHECKS + NOTEBOOK_04_CHECKS if args.notebook_04 else CHECKS)
     print(format_table(results))
     passed = sum(r.ok for r in results)
     print(f"preflight: {passed} of {len(results)} checks passed in {time.monotonic() - started:.0f} s")

@@ -5,6 +5,7 @@ file, or text that no longer states it, fails. The minute plans (each notebook's
 are not listed figure by figure: scripts/minute_plan.py writes them from workshop/minute_plan.json and the
 result files it names, and the last tests here fail when the committed tables differ from what it writes."""
 
+import ast
 import json
 import re
 import sys
@@ -86,7 +87,7 @@ def test_every_stated_figure_matches_its_result_file(claim):
     text = stated_text(claim.stated_in)
     found = re.search(claim.pattern, text, flags=re.DOTALL)
     assert found, f"{claim.stated_in} no longer states this figure (/{claim.pattern}/): update the registry"
-    stated = float(found.group(1))
+    stated = float(found.group(1).replace("−", "-"))
     actual = claim.value(json.loads((RESULTS / claim.result).read_text()))
     assert abs(stated - actual) <= claim.tolerance + 1e-9, f"{claim.stated_in} says {stated}, {claim.result} says {actual}"
 
@@ -219,7 +220,50 @@ def tool_row(setup: str, key: str, scale: float = 1.0, index: int | None = None)
 
 NB03, TOOLS = "notebooks/03_multiturn_and_tools.ipynb", "tool_calls-2026-12-04.json"
 NO_GRAMMAR, GRAMMAR = "JSON reply + worked example, no grammar", "JSON reply + worked example"
+ARITH, HACK, GUIDE = "learnability-arith-top6-2026-12-04.json", "hack-2026-12-04.json", "INSTRUCTOR_GUIDE.md"
+
+
+def summary(key: str, scale: float = 100, *path) -> Callable[[dict], float]:
+    """summary[key][path...] x scale (a percentage by default)."""
+    def read(data: dict) -> float:
+        value = data["summary"][key]
+        for part in path:
+            value = value[part]
+        return value * scale
+    return read
+
+
+def hack(reward: str, key: str) -> Callable[[dict], float]:
+    return summary(reward, 100, key)
+
+
 CLAIMS += [
+    Claim(GUIDE, r"the `####` format rose from ([\d.]+)% to", ARITH, summary("base_format"), 0.05),
+    Claim(GUIDE, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH, summary("after_format"), 0.05),
+    Claim(GUIDE, r"two or more `####`\s+lines from ([\d.]+)% to", ARITH, summary("base_multi_hash"), 0.05),
+    Claim(GUIDE, r"two or more `####`\s+lines from [\d.]+% to ([\d.]+)%", ARITH, summary("after_multi_hash"), 0.05),
+    Claim(GUIDE, r"stayed where it was \(([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
+    Claim(GUIDE, r"stayed where it was \([\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
+    Claim(GUIDE, r"a difference of\s+(−?[\d.]+) points", ARITH, summary("diff_strict", 100, "mean"), 0.05),
+    Claim(GUIDE, r"points, 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
+    Claim(GUIDE, r"points, 95% interval −?[\d.]+ to \+?([\d.]+)\)", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(GUIDE, r"lenient accuracy went ([\d.]+)% →", ARITH, summary("base_lenient"), 0.05),
+    Claim(GUIDE, r"lenient accuracy went [\d.]+% → ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
+    Claim(GUIDE, r"\(interval (−?[\d.]+) to \+?[\d.]+:\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(GUIDE, r"\(interval −?[\d.]+ to \+?([\d.]+):\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(GUIDE, r"lines stayed at (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
+    Claim(GUIDE, r"lines stayed at \d+% → (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
+    Claim(GUIDE, r"cut at the token cap\s+(\d+)% →", HACK, hack("hash_format", "base_cut"), 0.5),
+    Claim(GUIDE, r"cut at the token cap\s+\d+% → (\d+)%", HACK, hack("hash_format", "after_cut"), 0.5),
+    Claim(GUIDE, r"and the format \((\d+)% →", HACK, hack("hash_format", "base_format"), 0.5),
+    Claim(GUIDE, r"and the format \(\d+% → (\d+)%\)", HACK, hack("hash_format", "after_format"), 0.5),
+    Claim(GUIDE, r"correct answers (\d+)% →", HACK, hack("hash_format", "base_strict"), 0.5),
+    Claim(GUIDE, r"correct answers \d+% → (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
+    Claim(GUIDE, r"reward, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
+    Claim(GUIDE, r"reward, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+    Claim(GUIDE, r"40 steps,\s+(\d+) seeds", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
+    Claim(GUIDE, r"with the default\s+reward \(correct \+ 0.5 × any `#### <number>` line\), on (\d+) held-out", ARITH,
+          lambda d: d["base"]["n"], 0),
     Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100), 0.05),
     Claim(NB03, r"of the rollouts, (\d+) calls, of which", TOOLS, tool_row(NO_GRAMMAR, "tool calls"), 0),
     Claim(NB03, r"calls, of which (\d+)% had a valid expression", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate", 100), 0.5),
@@ -253,3 +297,34 @@ def test_every_exercise_has_its_minutes_in_the_plan(notebook):
     planned = [name for row in notebook["rows"] for name in row.get("exercises", {})]
     found = [name for _, name, _ in exercises(ROOT / "notebooks" / f"{notebook['notebook']}.ipynb")]
     assert sorted(planned) == sorted(found), "workshop/minute_plan.json and the notebook's exercises differ"
+
+
+def one_hour_parameters() -> dict[str, dict]:
+    """notebook -> the parameters of the guide's 1-hour table ("as committed": none)."""
+    guide = (ROOT / "INSTRUCTOR_GUIDE.md").read_text()
+    table = guide[guide.index("| notebook | 1-hour parameters |"):].split("\n\n")[0]
+    rows = re.findall(r"^\| `(\d\d)_\w+` \| ([^|]*) \|", table, flags=re.MULTILINE)
+    return {number: dict((k, ast.literal_eval(v)) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)) for number, cell in rows}
+
+
+def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_section():
+    """Each notebook's 1-hour parameters are accepted by its parameter rules, and the tests run it to its last
+    cell at parameters no bigger (so the 1-hour run reaches its last section too)."""
+    from test_notebook_02 import CI_PARAMETERS as CI_02
+    from test_notebook_03 import CI_PARAMETERS as CI_03
+    from test_notebook_04 import CI_PARAMETERS as CI_04
+    from test_notebooks import NOTEBOOK_01_CI
+
+    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
+
+    found = one_hour_parameters()
+    assert sorted(found) == sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    ci = {"01": NOTEBOOK_01_CI, "02": CI_02, "03": CI_03, "04": CI_04}
+    for number, parameters in found.items():
+        if number in NOTEBOOK_PARAMETERS:
+            rules = NOTEBOOK_PARAMETERS[number]
+            assert set(parameters) <= set(rules), f"notebook {number} has no parameter {set(parameters) - set(rules)}"
+            assert not problems(parameters, {k: rules[k] for k in parameters}), problems(parameters, rules)
+        for name, value in parameters.items():
+            assert name in ci.get(number, {}), f"notebook {number}'s tests do not run a smaller {name}"
+            assert ci[number][name] <= value, f"notebook {number}: the tests run {name}={ci[number][name]}, not <= {value}"

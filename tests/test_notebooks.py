@@ -6,6 +6,8 @@ import re
 import pytest
 from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text
 
+NOTEBOOK_01_CI = {"num_examples": 4, "rollouts_per_example": 2, "max_tokens": 96}
+
 
 @pytest.mark.notebook
 def test_00_setup(tmp_path):
@@ -31,8 +33,7 @@ def test_01_traced_gsm8k_eval(tmp_path, monkeypatch):
     from helpers.tracing import open_local_traces
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))  # the kernel inherits it
-    notebook = execute_probed("01_traced_gsm8k_eval", tmp_path / "01.ipynb", num_examples=4, rollouts_per_example=2,
-                              max_tokens=96)
+    notebook = execute_probed("01_traced_gsm8k_eval", tmp_path / "01.ipynb", **NOTEBOOK_01_CI)
     assert_every_check(notebook, NOTEBOOKS / "01_traced_gsm8k_eval.ipynb")
     text = outputs_text(notebook)
     for noise in ("Traceback", "Event loop is closed", "Warning", "WARNING"):

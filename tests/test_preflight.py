@@ -2,6 +2,7 @@
 
 import importlib.util
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +56,21 @@ def test_a_failing_check_gets_its_error_and_fix_and_exit_code_1(tmp_path, monkey
     assert result.found == f"GSM8KUnavailable: {tmp_path / 'train.jsonl'} is missing: " \
                            "GSM8K_DIR must hold train.jsonl (and the other split)."
     assert result.fix == "set GSM8K_DIR to a folder with train.jsonl and test.jsonl"
-    assert preflight.main() == 1
+    assert preflight.main([]) == 1
     output = capsys.readouterr().out
     assert table_rows(output, ["GSM8K"]) == {"GSM8K": "no"}
     assert "preflight: 0 of 1 checks passed" in output
+
+
+def test_notebook_04s_checks_say_what_is_missing_and_the_fix(tmp_path, monkeypatch):
+    with socket.socket() as sock:  # a loopback port that nothing listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        unused_port = sock.getsockname()[1]
+    preflight = load_preflight()
+    monkeypatch.setenv("UV_DEFAULT_INDEX", f"http://127.0.0.1:{unused_port}/simple")  # nothing listens there
+    monkeypatch.setattr(preflight, "ROOT", tmp_path)  # a checkout without .venv-v1
+    env, index = preflight.run_checks(preflight.NOTEBOOK_04_CHECKS)
+    assert (env.ok, env.found) == (False, ".venv-v1 is missing")
+    assert "setup_v1_env.sh" in env.fix
+    assert not index.ok and f"127.0.0.1:{unused_port}" in index.found and "cannot be reached" in index.found
+    assert "UV_DEFAULT_INDEX" in index.fix and "skip notebook 04" in index.fix
