@@ -237,6 +237,73 @@ def hack(reward: str, key: str) -> Callable[[dict], float]:
     return summary(reward, 100, key)
 
 
+NB02 = "notebooks/02_traced_grpo_training.ipynb"
+
+
+def grpo_steps(seed: int, key: str, steps: slice, rollouts: str = "server") -> Callable[[dict], float]:
+    """The mean of `key` over the steps `steps` of one run's per-step log."""
+    def read(data: dict) -> float:
+        (run,) = [r for r in data["runs"] if (r["rollouts"], r["seed"]) == (rollouts, seed)]
+        values = [s[key] for s in run["per_step"][steps]]
+        return sum(values) / len(values)
+    return read
+
+
+CLAIMS += [
+    Claim(NB02, r"the defaults train for about (\d+) minutes: ~\d+ s per step", GRPO, grpo_mean("train_minutes"), 0.5),
+    Claim(NB02, r"the defaults train for about \d+ minutes: ~(\d+) s per step", GRPO, grpo_mean("sec_per_step"), 0.5),
+    Claim(NB02, r"of which ~(\d+) s\s+generation on llama.cpp", GRPO, grpo_mean("generation_s_sec_per_step"), 0.5),
+    Claim(NB02, r"~(\d+) s weight sync", GRPO, grpo_mean("sync_s_sec_per_step"), 0.5),
+    Claim(NB02, r"~([\d.]+) s scoring", GRPO, grpo_mean("scoring_s_sec_per_step"), 0.005),
+    Claim(NB02, r"~(\d+) s the update", GRPO, grpo_mean("update_s_sec_per_step"), 0.5),
+    Claim(NB02, r'`rollouts = "generate"` generation takes ~(\d+) s per', GRPO,
+          grpo_mean("generation_s_sec_per_step", "generate"), 0.5),
+    Claim(NB02, r"step and training about (\d+) minutes", GRPO, grpo_mean("train_minutes", "generate"), 0.5),
+    Claim(NB02, r"The format reward rises from ~([\d.]+) to", GRPO, grpo_mean("hash_format_first"), 0.05),
+    Claim(NB02, r"The format reward rises from ~[\d.]+ to ~([\d.]+) over the run", GRPO, grpo_mean("hash_format_last"), 0.05),
+    Claim(NB02, r"format rose from ([\d.]+)-[\d.]+ to", GRPO, grpo_runs("hash_format_first", None, min), 0.005),
+    Claim(NB02, r"format rose from [\d.]+-([\d.]+) to", GRPO, grpo_runs("hash_format_first", None, max), 0.005),
+    Claim(NB02, r"format rose from [\d.]+-[\d.]+ to\s+([\d.]+)-", GRPO, grpo_runs("hash_format_last", None, min), 0.005),
+    Claim(NB02, r"format rose from [\d.]+-[\d.]+ to\s+[\d.]+-([\d.]+) while", GRPO, grpo_runs("hash_format_last", None, max), 0.005),
+    Claim(NB02, r"the 200-token cap went from ([\d.]+) to", GRPO, grpo_steps(0, "clipped_ratio", slice(0, 5)), 0.005),
+    Claim(NB02, r"the 200-token cap went from [\d.]+ to ([\d.]+)", GRPO, grpo_steps(0, "clipped_ratio", slice(-5, None)), 0.005),
+    Claim(GUIDE, r"steps 1–4 vs 5–8: ([\d.]+) →", GRPO, grpo_steps(0, "hash_format", slice(0, 4)), 0.005),
+    Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → ([\d.]+) and", GRPO, grpo_steps(0, "hash_format", slice(4, 8)), 0.005),
+    Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → [\d.]+ and ([\d.]+) →", GRPO, grpo_steps(1, "hash_format", slice(0, 4)), 0.005),
+    Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → [\d.]+ and [\d.]+ → ([\d.]+)", GRPO, grpo_steps(1, "hash_format", slice(4, 8)), 0.005),
+    Claim(NB02, r"one-step problems with numbers up to 20: ([\d.]+)%\s+strict", ARITH, summary("base_strict"), 0.05),
+    Claim(NB02, r"strict, ([\d.]+)% lenient, on \d+ held-out", ARITH, summary("base_lenient"), 0.05),
+    Claim(NB02, r"lenient, on (\d+) held-out problems", ARITH, lambda d: d["base"]["n"], 0),
+    Claim(NB02, r"strict\naccuracy went from ([\d.]+)% to", ARITH, summary("base_strict"), 0.05),
+    Claim(NB02, r"strict\naccuracy went from [\d.]+% to ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
+    *[Claim(NB02, r"\(the three seeds: " + r"\d+%, " * i + r"(\d+)%", ARITH, summary("after_strict_per_seed", 100, i), 0.5)
+      for i in range(3)],
+    Claim(NB02, r"the difference's 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB02, r"the difference's 95% interval −?[\d.]+ to\n\+?([\d.]+)\s+points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB02, r"lenient accuracy \*fell\*, ([\d.]+)% to", ARITH, summary("base_lenient"), 0.05),
+    Claim(NB02, r"lenient accuracy \*fell\*, [\d.]+% to ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
+    Claim(NB02, r"format rose from (\d+)% to \d+% and", ARITH, summary("base_format"), 0.5),
+    Claim(NB02, r"format rose from \d+% to (\d+)% and", ARITH, summary("after_format"), 0.5),
+    Claim(NB02, r"`####` lines from (\d+)% to \d+%: the same hack", ARITH, summary("base_multi_hash"), 0.5),
+    Claim(NB02, r"`####` lines from \d+% to (\d+)%: the same hack", ARITH, summary("after_multi_hash"), 0.5),
+    Claim(NB02, r"The 40 steps took (\d+) minutes", ARITH, summary("train_minutes", 1), 0.5),
+    Claim(NB02, r"about (\d+) s a step", ARITH, summary("sec_per_step", 1), 0.5),
+    Claim(NB02, r"before training, 2\+ `####` lines (\d+)%", HACK, hack("hash_format", "base_multi_hash"), 0.5),
+    Claim(NB02, r"before training, 2\+ `####` lines \d+%, a `####` answer (\d+)%", HACK, hack("hash_format", "base_format"), 0.5),
+    Claim(NB02, r"a `####` answer \d+%, cut at the cap (\d+)%", HACK, hack("hash_format", "base_cut"), 0.5),
+    Claim(NB02, r"cut at the cap \d+%, correct (\d+)%", HACK, hack("hash_format", "base_strict"), 0.5),
+    Claim(NB02, r"After the default reward: 2\+ `####` lines (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
+    Claim(NB02, r"After the default reward: 2\+ `####` lines \d+%, `####` answer (\d+)%", HACK, hack("hash_format", "after_format"), 0.5),
+    Claim(NB02, r"After the default reward: [^\n]*, cut (\d+)%", HACK, hack("hash_format", "after_cut"), 0.5),
+    Claim(NB02, r"After the default reward: [^\n]*, correct (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
+    Claim(NB02, r"After `one_answer_line`: 2\+ `####` lines (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+    Claim(NB02, r"After `one_answer_line`: [^\n]*`####` answer (\d+)%", HACK, hack("one_answer_line", "after_format"), 0.5),
+    Claim(NB02, r"exactly one `####` line (\d+)%", HACK, hack("one_answer_line", "after_one_answer_line"), 0.5),
+    Claim(NB02, r"exactly one `####` line \d+%, cut (\d+)%", HACK, hack("one_answer_line", "after_cut"), 0.5),
+    Claim(NB02, r"exactly one `####` line \d+%, cut \d+%,\ncorrect (\d+)%", HACK, hack("one_answer_line", "after_strict"), 0.5),
+]
+
+
 CLAIMS += [
     Claim(GUIDE, r"the `####` format rose from ([\d.]+)% to", ARITH, summary("base_format"), 0.05),
     Claim(GUIDE, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH, summary("after_format"), 0.05),
