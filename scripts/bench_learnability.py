@@ -71,12 +71,22 @@ class Setting:
     bf16: bool = False  # bfloat16 autocast for the update (fast only where the CPU has bf16 instructions)
     eval_max_tokens: int = 200
     num_eval: int = 200
-    reward: str = "hash_format"  # the format reward beside correct_answer: "hash_format" or "one_answer_line"
+    reward: str = "hash_format"  # "hash_format" or "one_answer_line" beside correct_answer (x 0.5), or
+    # "correct_only": correct_one_line alone (the right number in exactly one '####' line; no format term)
+    top_p: float = 1.0
+    mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the cap carries no loss
+    eval_samples: int = 0  # >0: also sample this many completions a held-out problem at the training temperature
 
 
 NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 200,
                    "temperature": 0.9}
 ONE_STEP_20 = {"difficulty": "one-step", "max_number": 20}  # base ~22% strict (--explore): room to learn
+ONE_LINE_PROMPT = ("Solve the math problem in one short line of working. "
+                   "On the last line, write the final answer as '#### <number>'.")
+SHORT_DESIGN = {  # issue 29's design: short completions, 32 a step, truncated ones masked, pass@1 sampled
+    "max_completion_length": 48, "eval_max_tokens": 48, "num_generations": 8, "prompts_per_step": 4,
+    "mask_truncated": True, "temperature": 0.9, "learning_rate": 2e-5, "num_eval": 100, "eval_samples": 4,
+    "steps": 30}
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
     "gsm8k-easy": Setting("GSM8K problems whose reference solution has 1-2 <<...>> calculator steps, "
@@ -85,6 +95,14 @@ SETTINGS: dict[str, Setting] = {
                           "only the top 6 of 30 layers trained (a step ~3x cheaper)", "word-arithmetic",
                           ONE_STEP_20, steps=40, **{**NOTEBOOK_02, "max_completion_length": 128},
                           train_top_layers=6, eval_max_tokens=128),
+    "arith-short-correct": Setting("word-arithmetic one-step, numbers up to 20, one short line of working, 48 "
+                                   "tokens, 4 prompts x 8, truncated completions masked; reward: the right number "
+                                   "in exactly one '####' line, no format term", "word-arithmetic",
+                                   {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="correct_only",
+                                   **SHORT_DESIGN),
+    "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
+                                  "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
+                                  **SHORT_DESIGN),
     "arith": Setting("word-arithmetic one-step, numbers up to 20; notebook 02's knobs but 128 tokens; every "
                      "weight, bfloat16 autocast (faster only on a CPU with AMX/avx512_bf16)", "word-arithmetic",
                      ONE_STEP_20, steps=40, **{**NOTEBOOK_02, "max_completion_length": 128}, bf16=True,
@@ -117,6 +135,14 @@ def one_answer_line(completion, **kwargs) -> float:
     return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
 
 
+def correct_one_line(parser, completion, answer: str, **kwargs) -> float:
+    """1.0 when the reply holds exactly one '####' and the number after it is the gold one: right *and*
+    answered once, so neither a list of '#### N' lines nor a bare format earns anything."""
+    from gsm8k_course import correct_answer
+
+    return correct_answer(parser, completion, answer) * one_answer_line(completion)
+
+
 def load_env(setting: Setting, num_train: int = 400):
     """The setting's verifiers environment: its dataset (training prompts), eval_dataset (held-out)
     and rubric (correct_answer + 0.5 x the format reward)."""
@@ -139,8 +165,10 @@ def load_env(setting: Setting, num_train: int = 400):
         raise ValueError(f"unknown task {setting.task!r}")
     if setting.reward == "one_answer_line":
         env.rubric = vf.Rubric(funcs=[correct_answer, one_answer_line], weights=[1.0, 0.5], parser=env.parser)
+    elif setting.reward == "correct_only":
+        env.rubric = vf.Rubric(funcs=[correct_one_line], weights=[1.0], parser=env.parser)
     elif setting.reward != "hash_format":
-        raise ValueError(f"reward must be 'hash_format' or 'one_answer_line', not {setting.reward!r}")
+        raise ValueError(f"reward must be 'hash_format', 'one_answer_line' or 'correct_only', not {setting.reward!r}")
     return env
 
 
@@ -158,12 +186,32 @@ def lenient_correct(text: str, answer: str) -> float:
     return 1.0 if numbers and canonical_number(numbers[-1]) == canonical_number(answer) else 0.0
 
 
-def evaluate(server, tokenizer, env, max_tokens: int) -> dict:
-    """Greedy completions of every held-out problem from the server's current weights, scored."""
+def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperature: float = 1.0,
+             top_p: float = 1.0) -> dict:
+    """Greedy completions of every held-out problem from the server's current weights, scored; with
+    `samples`, also that many sampled completions a problem at `temperature` (the training's): pass@1 is the
+    mean over them, per problem."""
     from gsm8k_course import correct_answer
 
     data = env.eval_dataset
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in data["prompt"]]
+    sampled = {}
+    if samples:
+        out = server.complete(prompt_ids, n=samples, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                              seed=5000)  # the same seeds before and after training
+        texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in out]
+        answers = [a for a in data["answer"] for _ in range(samples)]
+        per = {"lenient": [lenient_correct(t, a) for t, a in zip(texts, answers)],
+               "strict": [correct_answer(env.parser, t, a) for t, a in zip(texts, answers)],
+               "format": [float(bool(env.parser.parse_answer(t))) for t in texts]}
+        for kind, values in per.items():
+            per_problem = [sum(values[i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
+            sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
+            if kind != "format":
+                sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
+        sampled["sampled_cut"] = sum(not c.finished for c in out) / len(out)
+        sampled["sampled_mean_tokens"] = sum(len(c.token_ids) for c in out) / len(out)
+        sampled["samples"], sampled["temperature"] = samples, temperature
     started = time.monotonic()
     completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
@@ -180,7 +228,7 @@ def evaluate(server, tokenizer, env, max_tokens: int) -> dict:
         "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
         "mean_tokens": sum(len(c.token_ids) for c in completions) / n,
         "strict_per_problem": [int(s) for s in strict], "lenient_per_problem": [int(s) for s in lenient],
-        "examples": texts[:3],
+        "examples": texts[:3], **sampled,
     }
 
 
@@ -207,6 +255,10 @@ def load_model(setting: Setting):
     return model, AutoTokenizer.from_pretrained(model_dir)
 
 
+def _sampling(setting: Setting) -> tuple[int, float, float]:
+    return setting.eval_samples, setting.temperature, setting.top_p
+
+
 def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = None, evaluate_after: bool = True,
               base_done: bool = True, on_base=None) -> dict:
     """One GRPO run of `setting` with `seed`; returns its figures (and the base evaluation when
@@ -229,7 +281,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
                                                             threads=threads) as server:
         server.sync(model, step=0)
         if not base_done:
-            result["base"] = evaluate(server, tokenizer, env, setting.eval_max_tokens)
+            result["base"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
             print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
                   f"{result['base']['seconds']:.0f} s", flush=True)
             if on_base:
@@ -241,6 +293,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
             num_generations=setting.num_generations,
             per_device_train_batch_size=setting.prompts_per_step * setting.num_generations,
             max_completion_length=setting.max_completion_length, temperature=setting.temperature, beta=0.0,
+            top_p=setting.top_p, mask_truncated_completions=setting.mask_truncated,
             max_steps=steps, reward_weights=rewards.weights, lr_scheduler_type="constant", max_prompt_length=256,
             logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
             use_cpu=True, bf16=setting.bf16, fp16=False, use_vllm=False,
@@ -266,7 +319,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         result["peak_rss_gb"] = round(grpo.peak_rss_gb(), 2)
         if evaluate_after:
             server.sync(model, step=steps)
-            result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens)
+            result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
     result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
@@ -280,7 +333,7 @@ def training_figures(log_history: list[dict], names: list[str], multi_hash: list
         values = [e[f"timing/{key}"] for e in timed if f"timing/{key}" in e]
         out[f"sec_per_step_{key.removesuffix('_s')}" if key != "step_s" else "sec_per_step"] = \
             round(sum(values) / len(values), 2) if values else None
-    series = {"reward": "reward", "clipped_ratio": "completions/clipped_ratio",
+    series = {"reward": "reward", "clipped_ratio": "completions/clipped_ratio", "frac_reward_zero_std": "frac_reward_zero_std",
               "mean_length": "completions/mean_length", **{name: f"rewards/{name}/mean" for name in names}}
     for label, key in series.items():
         values = [e[key] for e in steps if key in e]
@@ -288,6 +341,9 @@ def training_figures(log_history: list[dict], names: list[str], multi_hash: list
             k = min(n, max(len(values) // 2, 1))
             out[f"{label}_first"] = round(sum(values[:k]) / k, 4)
             out[f"{label}_last"] = round(sum(values[-k:]) / k, 4)
+    keep = ("step", "reward", "frac_reward_zero_std", "completions/clipped_ratio", "timing/step_s",
+            *(f"rewards/{name}/mean" for name in names))
+    out["per_step"] = [{k: round(e[k], 4) for k in keep if k in e} for e in steps]  # the training batch's, not held-out
     if multi_hash:
         k = min(n, max(len(multi_hash) // 2, 1))
         out["multi_hash_first"] = round(sum(multi_hash[:k]) / k, 4)
@@ -411,6 +467,18 @@ def summarize(record: dict) -> dict:
     for key in ("hack", "multi_hash", "cut", "mean_tokens", "format", "one_answer_line"):
         out[f"base_{key}"] = base[key]
         out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
+    if "sampled_lenient_per_problem" in base and all("sampled_lenient_per_problem" in r["after"] for r in runs):
+        for kind in ("sampled_lenient", "sampled_strict", "sampled_format", "sampled_cut"):
+            out[f"base_{kind}"] = round(base[kind], 4)
+            out[f"after_{kind}"] = round(sum(r["after"][kind] for r in runs) / len(runs), 4)
+        out["diff_sampled_lenient"] = difference(base["sampled_lenient_per_problem"],
+                                                 [r["after"]["sampled_lenient_per_problem"] for r in runs])
+        # issue 29's goal: held-out lenient pass@1 at the training temperature up 10 points or more, mean of 3+
+        # seeds, every seed's gain above 0, the pooled bootstrap interval above 0, in at most 15 minutes
+        d = out["diff_sampled_lenient"]
+        out["reaches_goal"] = bool(len(runs) >= 3 and d["mean"] >= 0.10 and min(d["per_seed"]) > 0
+                                   and d["bootstrap_95"][0] > 0 and out["train_minutes"] <= 15)
+        return out
     d = out["diff_strict"]
     intervals = [d["bootstrap_95"]] + ([d["t_95_over_seeds"]] if "t_95_over_seeds" in d else [])
     out["reaches_goal"] = bool(len(runs) >= 3 and d["mean"] >= 0.10 and all(lo > 0 for lo, _ in intervals))

@@ -105,12 +105,12 @@ def render_notebook(notebook: dict, link_prefix: str = "../") -> str:
     exercises = sum(sum(r.exercises.values()) for r in found)
     load = data.get("load_avg_before", [None])[0]
     lines = [
-        f"**Minute plan for a workshop: {total} minutes in all, {exercises} of them exercises.** *Run* is what "
+        (f"**Minute plan for a workshop: {total} minutes in all, {exercises} of them exercises.** *Run* is what "
         f"the cells compute with the defaults, measured on {data.get('cores')} cores of an {data.get('cpu')} at load "
         f"average {load} ([benchmarks/results/{notebook['run_file']}]({link_prefix}benchmarks/results/"
         f"{notebook['run_file']}), {data.get('date', '')[:10]}); *teach* is a suggestion; a row takes its teaching "
         "time or its run time, whichever is longer, plus its exercises' time-boxes (written by "
-        "`scripts/minute_plan.py` from `workshop/minute_plan.json`).",
+        "`scripts/minute_plan.py` from `workshop/minute_plan.json`)."),
     ]
     if notebook.get("run_note"):
         lines.append(f"{notebook['run_note']}.")
@@ -140,9 +140,9 @@ def render_agenda(plan: dict) -> str:
         else:
             core += minutes
     session = plan["session_minutes"]
-    lines += ["", f"**In all: {core} minutes** for the opening, notebooks 00–03 and the close, against a "
-              f"{session}-minute session ({core - session:+d}); notebook 04, the appendix, adds {appendix}. "
-              "Each notebook's own minute plan (at its top) splits its minutes by section."]
+    lines += ["", (f"**In all: {core} minutes** for the opening, notebooks 00–03 and the close, against a "
+                   f"{session}-minute session ({core - session:+d}); notebook 04, the appendix, adds {appendix}. "
+                   "Each notebook's own minute plan (at its top) splits its minutes by section.")]
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import minute_plan  # noqa: E402 - scripts/ is not a package
+import minute_plan
 
 
 def stated_text(path: str) -> str:
@@ -371,7 +371,7 @@ def one_hour_parameters() -> dict[str, dict]:
     guide = (ROOT / "INSTRUCTOR_GUIDE.md").read_text()
     table = guide[guide.index("| notebook | 1-hour parameters |"):].split("\n\n")[0]
     rows = re.findall(r"^\| `(\d\d)_\w+` \| ([^|]*) \|", table, flags=re.MULTILINE)
-    return {number: dict((k, ast.literal_eval(v)) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)) for number, cell in rows}
+    return {number: {k: ast.literal_eval(v) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)} for number, cell in rows}
 
 
 def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_section():
