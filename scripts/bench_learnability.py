@@ -324,6 +324,77 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
     return result
 
 
+def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int = 3, epochs: int = 2) -> dict:
+    """Expert iteration beside GRPO (issue 29, section 3), on the same task, weights, evaluation and number of
+    sampled completions: in each of `rounds` rounds, sample num_generations completions of a slice of the
+    training prompts from the policy server at the training temperature, keep the ones the setting's reward
+    scores best (right, and for correct_only in exactly one answer line), fine-tune on them for `epochs`
+    epochs (cross-entropy on the completion's tokens only), and serve the new weights. Evaluated like a GRPO
+    run before and after; the held-out accuracy after each round is kept as its curve."""
+    import torch
+    from gsm8k_course import correct_answer
+
+    from helpers.local.policy_server import PolicyServer
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    env = load_env(setting)
+    model, tokenizer = load_model(setting)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=setting.learning_rate)
+    prompts_total = setting.steps * setting.prompts_per_step  # GRPO's prompts: the same sampled completions
+    data = env.dataset.shuffle(seed=seed).select(range(min(prompts_total, len(env.dataset))))
+    rounds = min(rounds, len(data))
+    bounds = [len(data) * r // rounds for r in range(rounds + 1)]  # each round's slice of the prompts
+    result: dict = {"seed": seed, "steps": setting.steps, "method": "expert_iteration", "rounds": rounds,
+                    "epochs": epochs, "threads": threads, "machine": run_machine(), "curve": []}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="exit", threads=threads) as server:
+        for r in range(rounds):
+            server.sync(model, step=r)
+            chunk = data.select(range(bounds[r], bounds[r + 1]))
+            prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in chunk["prompt"]]
+            out = server.complete(prompt_ids, n=setting.num_generations, max_tokens=setting.max_completion_length,
+                                  temperature=setting.temperature, top_p=setting.top_p, seed=seed * 100_003 + r * 1000)
+            right = correct_one_line if setting.reward == "correct_only" else correct_answer
+            kept = []  # (prompt length, prompt + completion) of each right, finished completion
+            for i, completion in enumerate(out):
+                index = i // setting.num_generations
+                text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+                if completion.finished and right(env.parser, text, chunk["answer"][index]) == 1.0:
+                    kept.append((len(prompt_ids[index]), prompt_ids[index] + completion.token_ids))
+            model.train()
+            losses = []
+            for _ in range(epochs):
+                order = torch.randperm(len(kept)).tolist()
+                for start in range(0, len(order), 8):  # batches of 8 sequences
+                    batch = [kept[j] for j in order[start:start + 8]]
+                    optimizer.zero_grad()
+                    loss = sum(_completion_loss(model, ids, length) for length, ids in batch) / len(batch)
+                    loss.backward()
+                    optimizer.step()
+                    losses.append(float(loss))
+            model.eval()
+            result["curve"].append({"round": r + 1, "sampled": len(out), "kept": len(kept),
+                                    "mean_loss": round(sum(losses) / len(losses), 4) if losses else None,
+                                    "minutes": round((time.monotonic() - started) / 60, 2)})
+            print(f"  round {r + 1}: kept {len(kept)} of {len(out)}", flush=True)
+        result["train_minutes"] = round((time.monotonic() - started) / 60, 2)
+        server.sync(model, step=rounds)
+        result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+    result["training"] = {"sec_per_step": None}
+    result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def _completion_loss(model, ids: list[int], prompt_length: int):
+    """Mean cross-entropy of the completion's tokens given everything before them."""
+    import torch
+
+    tokens = torch.tensor([ids])
+    logits = model(tokens).logits[0, prompt_length - 1:-1].float()
+    return torch.nn.functional.cross_entropy(logits, tokens[0, prompt_length:])
+
+
 def training_figures(log_history: list[dict], names: list[str], multi_hash: list[float], n: int = 5) -> dict:
     """Mean s/step (and its split), the reward and each reward function over the first and last n steps."""
     steps = [e for e in log_history if "loss" in e and "step" in e]
@@ -443,9 +514,10 @@ def difference(base: list[int], afters: list[list[int]], resamples: int = 10_000
     return out
 
 
-def summarize(record: dict) -> dict:
-    """The setting's figures over its runs with the most common step budget."""
-    runs = record.get("runs", [])
+def summarize(record: dict, runs_key: str = "runs") -> dict:
+    """The setting's figures over its runs (GRPO's; with runs_key="expert_iteration_runs", expert
+    iteration's) with the most common step budget."""
+    runs = record.get(runs_key, [])
     base = record.get("base")
     if not runs or not base:
         return {}
@@ -462,7 +534,7 @@ def summarize(record: dict) -> dict:
     for key in ("train_minutes",):
         out[key] = round(sum(r[key] for r in runs) / len(runs), 2)
     for key in ("sec_per_step", "sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"):
-        values = [r["training"].get(key) for r in runs if r["training"].get(key) is not None]
+        values = [r["training"].get(key) for r in runs if r.get("training", {}).get(key) is not None]
         out[key] = round(sum(values) / len(values), 2) if values else None
     for key in ("hack", "multi_hash", "cut", "mean_tokens", "format", "one_answer_line"):
         out[f"base_{key}"] = base[key]
@@ -509,14 +581,31 @@ def save_record(bench: str, name: str, record: dict, info: dict) -> Path:
                                                          "load_avg_before", "load_avg_after")}
     keep["cpu_flags"] = cpu_flags()
     keep["summary"] = summarize(record)
+    if record.get("expert_iteration_runs"):
+        keep["summary_expert_iteration"] = summarize(record, "expert_iteration_runs")
     return write_result(bench, info, keep, suffix=name)
 
 
-def run_setting(name: str, setting: Setting, seeds: list[int], threads: int) -> dict:
-    """Each seed's run of `setting`, merged into its result file as soon as it ends (the file is read
-    again before writing, so runs of other seeds in other processes are kept)."""
+def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, expert_iteration: bool = False) -> dict:
+    """Each seed's run of `setting` (GRPO, or expert iteration on the same samples), merged into its result
+    file as soon as it ends (the file is read again before writing, so runs of other seeds in other
+    processes are kept)."""
     info = machine_info()
     record = load_record("learnability", name, setting)
+    if expert_iteration:
+        if record.get("base") is None:  # the same base evaluation as GRPO's runs
+            record["base"] = train_run(setting, 0, threads, steps=0, base_done=False)["base"]
+            save_record("learnability", name, record, info)
+        for seed in seeds:
+            print(f"learnability: {name}, expert iteration, seed {seed} ...", flush=True)
+            out = expert_iteration_run(setting, seed, threads)
+            record = load_record("learnability", name, setting)
+            record["expert_iteration_runs"] = [r for r in record.get("expert_iteration_runs", [])
+                                               if r["seed"] != seed] + [out]
+            print(f"  after: lenient {out['after']['lenient']:.3f}, sampled lenient "
+                  f"{out['after'].get('sampled_lenient', float('nan')):.3f}; {out['train_minutes']:.1f} min", flush=True)
+            save_record("learnability", name, record, info)
+        return record
     for seed in seeds:
         print(f"learnability: {name}, seed {seed}, {setting.steps} steps ...", flush=True)
 
@@ -576,6 +665,8 @@ def main() -> None:
     mode.add_argument("--table", action="store_true", help="print the table of every committed result file")
     mode.add_argument("--explore", type=int, metavar="N",
                       help="base accuracy of the EXPLORE task designs on N held-out problems each (no training)")
+    mode.add_argument("--expert-iteration", action="store_true",
+                      help="expert iteration instead of GRPO, on the same samples (kept in the setting's file)")
     mode.add_argument("--update-timing", action="store_true",
                       help="s/update: float32 vs bfloat16, all weights vs the top 6 layers (run under flock -x)")
     args = parser.parse_args()
@@ -621,7 +712,7 @@ def main() -> None:
                 save_record("learnability", label, record, info)
             records.append(record)
             continue
-        records.append(run_setting(label, setting, args.seeds, threads))
+        records.append(run_setting(label, setting, args.seeds, threads, expert_iteration=args.expert_iteration))
     if records:
         print()
         print_table(records)
