@@ -133,6 +133,19 @@ class OnlyWhenRight(Base):
     async def hash_format(self, trace: vf.Trace) -> float:
         return 1.0 if final_number(trace.last_reply) == canonical_number(self.data.answer) else 0.0
 
+class DigitsOnly(Base):
+    @vf.reward(weight=0.5)
+    async def hash_format(self, trace: vf.Trace) -> float:
+        return 1.0 if re.search(r"####\s*\$?(\d[\d,.]*)", trace.last_reply) else 0.0
+
+class ReturnsTheCoroutine(Base):  # also right: the task gathers what its rewards return, and a coroutine will do
+    @vf.reward(weight=0.5)
+    def hash_format(self, trace: vf.Trace):
+        return self.format_of(trace)
+
+    async def format_of(self, trace: vf.Trace) -> float:
+        return 1.0 if final_number(trace.last_reply) else 0.0
+
 class Replaced(vf.Task[GSM8KData]):
     @vf.reward(weight=0.5)
     async def hash_format(self, trace: vf.Trace) -> float:
@@ -152,6 +165,7 @@ table = {
         ("format only when right", OnlyWhenRight, "does not look at the answer"),
         ("correct_answer dropped", Replaced, "keep the correct_answer"),
         ("an instance, not the class", Right(GSM8KData(answer="1")), "the Task class itself"),
+        ("a digits-only pattern", DigitsOnly, "negative"),
     ]),
     "04-concept-map": (dict(CONCEPT_MAP), blank_map, [
         ("Rubric -> Taskset", changed("vf.Rubric(funcs=..., weights=...)", "vf.Taskset"), "weights moved"),
@@ -161,10 +175,11 @@ table = {
         ("a list, not a dict", list(CONCEPT_MAP.values()), "give a dict"),
     ]),
 }
+also_right = {"04-format-reward": [ReturnsTheCoroutine]}
 out = {}
 for name, (right, blank, wrong) in table.items():
     check = CHECKS[name]
-    out[name] = {"right": check(right), "blank": check(blank),
+    out[name] = {"right": check(right), "blank": check(blank), "also_right": [check(v) for v in also_right.get(name, [])],
                  "wrong": [(mistake, check(value), fragment) for mistake, value, fragment in wrong]}
 print(json.dumps(out))
 '''
@@ -180,6 +195,8 @@ def check_results(v1_env) -> dict:
 def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, check_results):
     result = check_results[name]
     assert result["right"] is None, f"{name}: the right answer was refused: {result['right']}"
+    for hint in result["also_right"]:
+        assert hint is None, f"{name}: a valid answer other than the reference's was refused: {hint}"
     assert result["blank"], f"{name}: the blank exercise passed"
     assert len(result["wrong"]) >= 3
     for mistake, hint, fragment in result["wrong"]:

@@ -1,20 +1,57 @@
 """Checks of notebook 04's exercises (verifiers 0.4's v1 API). They run in notebook 04's kernel
-(.venv-v1): verifiers.v1 is imported inside them, so this module also imports in the main kernel."""
+(.venv-v1): verifiers.v1 is imported inside them, so this module also imports in the main kernel. The format
+reward is scored next to the solution's on replies built from GSM8K's gold answers of both splits."""
 
 from __future__ import annotations
 
 import inspect
+import re
 
 from helpers.checks import checks_exercise
+from helpers.checks.real_inputs import gold_hint, gsm8k_golds, write_number
 
-FORMAT_CASES = [  # (reply, gold answer, the format reward it should get)
-    ("48 + 24 = 72\n#### 72", "72", 1.0),
-    ("She earns $1,200 in all.\n#### $1,200.00", "1200", 1.0),
-    ("The answer is 19.\n#### 19", "72", 1.0),  # the format is right, the answer is not
-    ("The answer is 72.", "72", 0.0),
-    ("So the total is ####", "72", 0.0),
-    ("", "72", 0.0),
+FORMAT_CASES = [  # (reply, gold answer)
+    ("48 + 24 = 72\n#### 72", "72"),
+    ("She earns $1,200 in all.\n#### $1,200.00", "1200"),
+    ("The answer is 19.\n#### 19", "72"),  # the format is right, the answer is not
+    ("The answer is 72.", "72"),
+    ("So the total is ####", "72"),
+    ("", "72"),
 ]
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _final_number(reply: str) -> str:
+    """The notebook's final_number (gsm8k_course's extract_hash_answer, which this environment cannot import: it
+    needs verifiers 0.1.5): the first number after the last '####', canonical; '' when there is none."""
+    if "####" not in reply:
+        return ""
+    match = NUMBER.search(reply.rsplit("####", 1)[1])
+    if not match:
+        return ""
+    number = match.group().rstrip(".").replace(",", "")
+    return number.rstrip("0").rstrip(".") if "." in number else number
+
+
+def _reference_rewards(reply: str, answer: str) -> tuple[float, float]:
+    """(hash_format, the task's total reward) of the solution's GSM8KTask."""
+    form = 1.0 if _final_number(reply) else 0.0
+    right = 1.0 if form and _final_number(reply) == _final_number(f"#### {answer}") else 0.0
+    return form, right + 0.5 * form
+
+
+def _format_replies() -> list[tuple[str, str]]:
+    """(reply, gold) over GSM8K's gold answers: the gold after '####' as GSM8K writes it, with '$', without a space,
+    followed by text; a wrong number; a '####' list; a '####' with no number; no marker."""
+    cases = []
+    for gold in gsm8k_golds():
+        number = _final_number(f"#### {gold}")
+        wrong = write_number(float(number) + 1)
+        cases += [(f"So the answer is {gold}.\n#### {gold}", gold), (f"Total: ${gold}\n#### ${gold}.00", gold),
+                  (f"####{number}\nThe answer is: {number}", gold), (f"I think {wrong}.\n#### {wrong}", gold),
+                  (f"#### {gold}\n#### {gold}", gold), (f"The answer is {gold}.\n####", gold),
+                  (f"The answer is {gold}.", gold)]
+    return cases
 
 
 def _scored(task_cls, reply: str, answer: str):
@@ -32,6 +69,8 @@ def _scored(task_cls, reply: str, answer: str):
 
 @checks_exercise("04-format-reward")
 def format_reward(task_cls) -> str | None:
+    """The learner's GSM8KTask next to the solution's: the same hash_format score and the same total on replies
+    built from GSM8K's gold answers (commas, negative ones, decimals)."""
     import verifiers.v1 as vf
 
     if not (inspect.isclass(task_cls) and issubclass(task_cls, vf.Task)):
@@ -45,34 +84,41 @@ def format_reward(task_cls) -> str | None:
             return ("hash_format is a plain method, so the task never calls it: mark it as a reward with "
                     "@vf.reward(weight=0.5) on the line above")
         return "add a method hash_format(self, trace) marked with @vf.reward(weight=0.5)"
-    method = rewards["hash_format"]
-    if not inspect.iscoroutinefunction(method):
-        return ("write it as `async def hash_format(...)`: the task awaits all its rewards together "
-                "(asyncio.gather in verifiers/v1/utils/decorators.py), and a plain def fails the whole "
-                "scoring with 'An asyncio.Future, a coroutine or an awaitable is required'")
-    weight = getattr(method, "_vf_weight", 1.0)
+    weight = getattr(rewards["hash_format"], "_vf_weight", 1.0)
     if weight != 0.5:
         return f"its weight is {weight}, not 0.5: @vf.reward(weight=0.5) (without weight= it is 1.0)"
-    for reply, answer, expected in FORMAT_CASES:
-        trace = _scored(task_cls, reply, answer)
-        got = trace.rewards["hash_format"]
-        if got is None or trace.errors:
-            error = trace.errors[-1].message if trace.errors else "no score"
+    for reply, answer in FORMAT_CASES + _format_replies():
+        try:
+            trace = _scored(task_cls, reply, answer)
+            got = trace.rewards.get("hash_format")
+            unscored = got is None or got.score is None
+            error = trace.errors[-1].message if trace.errors else ("no score" if unscored else None)
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            error = f"{type(e).__name__}: {e}"
+        if error and "awaitable is required" in error:
+            return ("write it as `async def hash_format(...)`: the task awaits all its rewards together "
+                    "(asyncio.gather in verifiers/v1/utils/decorators.py), and a plain def that returns a number "
+                    "fails the whole scoring with 'An asyncio.Future, a coroutine or an awaitable is required'")
+        if error:
             return f"scoring {reply!r} failed: {error}"
-        if got.score == expected:
-            continue
-        if expected == 0.0 and "####" in reply:
-            return (f"{reply!r} got {got.score}: a '####' with no number after it is not the format; "
-                    "return 1.0 only when final_number(trace.last_reply) finds a number")
-        if expected == 1.0 and answer not in reply:
-            return (f"{reply!r} got {got.score} for gold {answer}: the format reward does not look at the "
-                    "answer (correct_answer does); a reply ending in '#### <number>' has the format even when "
-                    "the number is wrong")
-        return f"{reply!r} got {got.score}, not {expected}"
-    total = _scored(task_cls, "48 + 24 = 72\n#### 72", "72").reward
-    if total != 1.5:
-        return f"a right answer in the right format should total 1.0 + 0.5 = 1.5, not {total}"
+        expected, total = _reference_rewards(reply, answer)
+        if got.score != expected:
+            return f"{reply!r} (gold {answer!r}) got {got.score}, not {expected}: " + _format_mistake(reply, answer, expected)
+        if trace.reward != total:
+            return (f"{reply!r} (gold {answer!r}) totals {trace.reward}, not {total}: correct_answer (weight 1.0) "
+                    "plus 0.5 x hash_format; keep the notebook's correct_answer as it is")
     return None
+
+
+def _format_mistake(reply: str, answer: str, expected: float) -> str:
+    if expected == 0.0 and "####" in reply:
+        return ("a '####' with no number after it is not the format; return 1.0 only when "
+                "final_number(trace.last_reply) finds a number")
+    if expected == 1.0 and _final_number(reply) != _final_number(f"#### {answer}"):
+        return ("the format reward does not look at the answer (correct_answer does); a reply ending in "
+                "'#### <number>' has the format even when the number is wrong")
+    return "; ".join(filter(None, ["return 1.0 when final_number(trace.last_reply) finds a number, else 0.0",
+                                   gold_hint(answer)]))
 
 
 # The concept map of notebook 04's last section: each v0 name (verifiers 0.1.5) and what takes its place
