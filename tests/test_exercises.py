@@ -512,7 +512,7 @@ def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, answer_
 # that makes the notebook's calls for real (the local llama.cpp server, a traced op) and prints each hint.
 TRACED_EXERCISES = ("00-traced-function", "00-completion-tokens")
 TRACED_TABLE = """
-import json, os, weave
+import json, os, re, weave
 from helpers.checks import CHECKS, _load_checks
 from helpers.endpoint import get_client
 from helpers.tracing import init_tracing
@@ -552,7 +552,11 @@ def word_count_spaces(text: str) -> int:
 def word_count_text(text: str) -> str:
     return str(len(text.split()))
 
-for op in (word_count, word_count_chars, word_count_spaces, word_count_text):
+@weave.op
+def word_count_word_characters(text: str) -> int:
+    return len(re.findall(r"\\w+", text))
+
+for op in (word_count, word_count_chars, word_count_spaces, word_count_text, word_count_word_characters):
     op("one two three")
 
 def blank_word_count(text: str) -> int:
@@ -579,6 +583,12 @@ def tokens_count(calls):
 def tokens_no_skip(calls):
     return sum(usage(c)["completion_tokens"] for c in calls)
 
+def tokens_keyed_by_this_model(calls):
+    return sum(c.summary["usage"][endpoint.model]["completion_tokens"] for c in model_calls(calls))
+
+def tokens_one_per_trace(calls):
+    return sum({c.trace_id: usage(c)["completion_tokens"] for c in model_calls(calls)}.values())
+
 def tokens_blank(calls):
     return 0
 
@@ -589,12 +599,15 @@ table = {
         ("characters counted", word_count_chars, "not the characters"),
         ("split on single spaces", word_count_spaces, "any run of whitespace"),
         ("a string returned", word_count_text, "as an int"),
+        ("word characters counted", word_count_word_characters, "what whitespace separates"),
     ]),
     "00-completion-tokens": (tokens_right, tokens_blank, [
         ("every call with usage", tokens_every_call, "counts some tokens twice"),
         ("prompt tokens", tokens_prompt, "prompt tokens"),
         ("number of calls", tokens_count, "number of model calls"),
         ("calls without usage not skipped", tokens_no_skip, "skip the calls whose summary has no 'usage'"),
+        ("usage read for this model's name only", tokens_keyed_by_this_model, "calls may use other models"),
+        ("one model call per trace", tokens_one_per_trace, "not one per trace"),
     ]),
 }
 said = {name: {"right": CHECKS[name](right), "blank": CHECKS[name](blank),
