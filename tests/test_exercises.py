@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from notebook_run import cells, exercises, solutions, solved_copy
 from test_notebook_03 import CI_PARAMETERS as NOTEBOOK_03_CI
@@ -108,6 +109,22 @@ def _think_rubric(parser_kind="think", weights=(1.0, 0.2), with_correct=True):
     return vf.Rubric(funcs=funcs, weights=list(weights)[: len(funcs)], **kwargs)
 
 
+def _repaired(mistake):
+    """A repaired rubric with one mistake that the weights list and the two examples do not show."""
+    import verifiers as vf
+    from gsm8k_course import correct_answer
+
+    parser = vf.ThinkParser()
+    if mistake == "functions swapped":  # the same weights list, on the other function each
+        return vf.Rubric(funcs=[parser.get_format_reward_func(), correct_answer], weights=[1.0, 0.2], parser=parser)
+
+    def correct_answer_as_text(parser, completion, answer, **kwargs) -> float:  # the learner's own
+        return float(parser.parse_answer(completion) == answer)
+
+    correct_answer_as_text.__name__ = "correct_answer"
+    return vf.Rubric(funcs=[correct_answer_as_text, parser.get_format_reward_func()], weights=[1.0, 0.2], parser=parser)
+
+
 def _score_text(mistake=None):
     """score_text written right (mistake None), or with one mistake."""
     from helpers.checks.notebook_01 import _think_rubrics
@@ -118,14 +135,23 @@ def _score_text(mistake=None):
         if mistake == "the notebook's rubric":
             rubric = notebook_rubric
         completion = text if mistake == "a string" else [{"role": "assistant", "content": text}]
-        call = rubric.score_rollout(prompt=[], completion=completion, answer="18" if mistake == "fixed answer" else answer,
-                                    state={"timing": {"total_ms": 0.0}})
+        if mistake == "fixed answer":
+            answer = "18"
+        if mistake == "int()":
+            answer = str(int(answer))
+        call = rubric.score_rollout(prompt=[], completion=completion, answer=answer, state={"timing": {"total_ms": 0.0}})
         if mistake == "not awaited":
             return call
         score = await call
         return score.reward if mistake == "only the reward" else score
 
     return score_text
+
+
+def _score_text_plain(rubric, text, answer):
+    """Also right: a plain function that returns score_rollout's coroutine, which the notebook awaits."""
+    return rubric.score_rollout(prompt=[], completion=[{"role": "assistant", "content": text}], answer=answer,
+                                state={"timing": {"total_ms": 0.0}})
 
 
 async def _score_text_blank(rubric, text, answer):
@@ -148,6 +174,16 @@ def _signal_share(kind):
             return float((groups.nunique() > 1).sum())
         if kind == "std with NaN":
             return float(groups.std().mean())
+        if kind == "the first two rollouts":
+            return float(groups.agg(lambda r: len(r) > 1 and r.iloc[0] != r.iloc[1]).mean())
+        if kind == "a right and a wrong rollout":
+            return float(((groups.min() == 0) & (groups.max() > 0)).mean())
+        if kind == "share of rollouts":
+            return float(groups.transform("nunique").gt(1).mean())
+        if kind == "equal groups reshaped":
+            rewards = rollouts.sort_values(["example", "rollout"])["reward"].to_numpy()
+            grid = rewards.reshape(rollouts["example"].nunique(), -1)
+            return float((grid.max(axis=1) != grid.min(axis=1)).mean())
         raise ValueError(kind)
     return share
 
@@ -179,6 +215,16 @@ def _boxed(kind):
         if kind == "no box check":
             inside = canonical_number(extract_boxed_answer(reply))
             return float(bool(inside) and inside == canonical_number(answer))
+        if kind == "int()":
+            try:
+                return float("\\boxed{" in reply and int(canonical_number(extract_boxed_answer(reply))) == int(answer))
+            except ValueError:
+                return 0.0
+        if kind == "raw gold":
+            return float("\\boxed{" in reply and canonical_number(extract_boxed_answer(reply)) == answer)
+        if kind == "digits only":
+            found = re.search(r"\d+(?:\.\d+)?", extract_boxed_answer(reply).replace(",", ""))
+            return float("\\boxed{" in reply and bool(found) and canonical_number(found.group()) == canonical_number(answer))
         if kind == "blank":
             return float(reply.strip() == answer)
         raise ValueError(kind)
@@ -186,17 +232,23 @@ def _boxed(kind):
 
 
 def _adapter(kind):
+    import numpy as np
+    from gsm8k_course import HashParser
+
     def trl_reward_funcs(rubric):
         funcs = []
+        parser = HashParser() if kind == "a '####' parser" else rubric.parser
         for func, weight in zip(rubric.get_reward_funcs(), rubric.get_reward_weights()):
             def reward(prompts, completions, answer, _func=func, _weight=weight, **kwargs):
                 if kind == "one answer":
                     answer = [answer[0]] * len(completions)
-                scores = [float(_func(parser=rubric.parser, completion=c, answer=a)) for c, a in zip(completions, answer)]
+                scores = [float(_func(parser=parser, completion=c, answer=a)) for c, a in zip(completions, answer)]
                 if kind == "weighted":
                     scores = [s * _weight for s in scores]
                 if kind == "a sum":
                     return sum(scores)
+                if kind == "numpy":  # also right: TRL turns any sequence of numbers into its tensor
+                    return np.array(scores)
                 return scores
             if kind != "unnamed":
                 reward.__name__ = func.__name__
@@ -231,6 +283,12 @@ def _hack(kind):
             return float(sum("####" in line for line in lines) == 1 and bool(extract_hash_answer(text)))
         if kind == "no number":
             return float(text.count("####") == 1)
+        if kind == "lines that start with it":
+            return float(sum(line.strip().startswith("####") for line in lines) == 1 and bool(extract_hash_answer(text)))
+        if kind == "digits only":
+            return float(text.count("####") == 1 and re.search(r"####\s*\d", text) is not None)
+        if kind == "a space after it":
+            return float(text.count("#### ") == 1 and text.count("####") == 1 and bool(extract_hash_answer(text)))
         raise ValueError(kind)
     return one_answer_line
 
@@ -251,23 +309,43 @@ def _feedback(kind):
             high = float(parsed) > float(answer)
         elif kind == "inverted":
             high = float(canonical_number(parsed)) < float(canonical_number(answer))
+        elif kind == "float of the raw gold":
+            high = float(canonical_number(parsed)) > float(answer)
+        elif kind == "int()":
+            high = int(canonical_number(parsed)) > int(canonical_number(answer))
+        elif kind == "digits only":
+            high = int(re.sub(r"\D", "", parsed) or 0) > int(re.sub(r"\D", "", answer) or 0)
         else:
             high = float(canonical_number(parsed)) > float(canonical_number(answer))
         return f"Not yet: {parsed} is {'too high' if high else 'too low'}. Try again, ending with '#### <number>'."
     return feedback_message
 
 
-def _discount(kind, discount=0.5):
+discount = 0.5  # notebook 03's parameter, a global its discounted_correct reads (the check tries other values)
+
+
+def _discount(kind):
     def discounted_correct(parser, completion, answer, **kwargs) -> float:
         from gsm8k_course import correct_answer
 
         right = correct_answer(parser, completion, answer)
+        if kind == "gold as text":
+            right = float(parser.parse_answer(completion) == answer)
+        if kind == "int()":
+            right = float(parser.parse_answer(completion) != "" and int(parser.parse_answer(completion)) == int(answer))
         turns = len(parser.get_assistant_messages(completion))
-        exponent = {"right": turns - 1, "messages": len(completion) - 1, "turns": turns,
+        exponent = {"messages": len(completion) - 1, "turns": turns,
                     "environment replies": sum(m["role"] == "user" for m in completion),
-                    "replies - 1": sum(m["role"] == "user" for m in completion) - 1, "blank": 0}[kind]
-        return right * discount ** exponent
+                    "replies - 1": sum(m["role"] == "user" for m in completion) - 1, "blank": 0}.get(kind, turns - 1)
+        return right * (0.5 if kind == "a number, not the parameter" else discount) ** exponent
     return discounted_correct
+
+
+def _discount_from_state(parser, completion, answer, state, **kwargs) -> float:
+    """Also right: the model's turns as the rollout counted them (state["turn"])."""
+    from gsm8k_course import correct_answer
+
+    return correct_answer(parser, completion, answer) * discount ** (state["turn"] - 1)
 
 
 def _is_completed(kind):
@@ -319,6 +397,9 @@ def _tool_calls(kind):
             return float(sum(bool(m.get("tool_calls")) for m in completion))
         if kind == "key present":
             return float(sum(len(m["tool_calls"]) for m in completion if "tool_calls" in m))
+        if kind == "calls as dicts":  # right on hand-made dicts; a real rollout holds the OpenAI client's objects
+            return float(sum(c["type"] == "function" for m in completion if m["role"] == "assistant"
+                             for c in m.get("tool_calls") or []))
         if kind == "blank":
             return 0.0
         raise ValueError(kind)
@@ -337,7 +418,8 @@ def _my_environment(kind):
 
         def discounted_correct(parser, completion, answer, **kwargs) -> float:
             turns = len(parser.get_assistant_messages(completion))
-            return float(is_correct(parser.parse_answer(completion), answer)) * discount ** (turns - 1)
+            factor = 0.5 if kind == "discount not passed on" else discount
+            return float(is_correct(parser.parse_answer(completion), answer)) * factor ** (turns - 1)
 
         def hash_format(parser, completion, **kwargs) -> float:
             return 1.0 if parser.parse_answer(completion) else 0.0
@@ -352,9 +434,12 @@ def _my_environment(kind):
         if kind == "no format weight":
             funcs, weights = [discounted_correct, turns], [1.0, 0.0]
         rubric = vf.Rubric(funcs=funcs, weights=weights, parser=parser)
-        return FeedbackEnv(hints=hints, max_turns=3 if kind == "fixed max_turns" else max_turns,
-                           eval_dataset=load_gsm8k("test", num_eval_examples, seed),
-                           system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=rubric)
+        split, rows_seed = ("train" if kind == "the train split" else "test"), (0 if kind == "seed ignored" else seed)
+        system = {} if kind == "no system prompt" else {"system_prompt": HASH_SYSTEM_PROMPT}
+        return FeedbackEnv(hints=False if kind == "hints not passed on" else hints,
+                           max_turns=3 if kind == "fixed max_turns" else max_turns,
+                           eval_dataset=load_gsm8k(split, num_eval_examples, rows_seed), parser=parser, rubric=rubric,
+                           **system)
     return load_environment
 
 
@@ -368,6 +453,8 @@ def _table():
             ("other weights", _think_rubric(weights=(1.0, 0.5)), "keep the weights"),
             ("correct_answer left out", _think_rubric(with_correct=False, weights=(1.0,)), "keep the weights"),
             ("not a rubric", [fixed], "build a vf.Rubric"),
+            ("the weights on the other functions", _repaired("functions swapped"), "keep the weights"),
+            ("a correct_answer of one's own, on the text", _repaired("own correct_answer"), "notebook's correct_answer"),
         ]),
         "01-score-rollout": (_score_text(), _score_text_blank, [
             ("not awaited", _score_text("not awaited"), "await"),
@@ -376,6 +463,7 @@ def _table():
             ("the reply as a string", _score_text("a string"), "list of messages"),
             ("only the reward", _score_text("only the reward"), "RolloutScore"),
             ("not a coroutine function", lambda rubric, text, answer: None, "async def"),
+            ("the gold answer through int()", _score_text("int()"), "with a comma"),
         ]),
         "01-signal-share": (_signal_share("right"), lambda rollouts: float("nan"), [
             ("share of rewarded rollouts", _signal_share("rewarded rollouts"), "group"),
@@ -383,6 +471,10 @@ def _table():
             ("examples with any reward", _signal_share("examples with a reward"), "not a signal"),
             ("a count, not a share", _signal_share("a count"), "between 0 and 1"),
             ("mean of the std", _signal_share("std with NaN"), "group"),
+            ("the first two rollouts compared", _signal_share("the first two rollouts"), "not the first two"),
+            ("a right and a wrong rollout asked for", _signal_share("a right and a wrong rollout"), "are a signal too"),
+            ("a share of rollouts", _signal_share("share of rollouts"), "count each example once"),
+            ("equal groups assumed", _signal_share("equal groups reshaped"), "cannot reshape"),
         ]),
         "01-signal-prediction": ({"predicted": 0.0, "rollouts": no_signal}, {"predicted": 0.5, "rollouts": no_signal}, [
             ("a share above 1", {"predicted": 2.0, "rollouts": no_signal}, "between 0 and 1"),
@@ -396,6 +488,9 @@ def _table():
             ("a substring test", _boxed("substring"), "whole numbers"),
             ("a regex without nested braces", _boxed("flat regex"), "nested braces"),
             ("no check that a box exists", _boxed("no box check"), "no \\boxed{}"),
+            ("int() of both sides", _boxed("int()"), "with a comma"),
+            ("the raw gold string", _boxed("raw gold"), "with a comma"),
+            ("a digits-only pattern", _boxed("digits only"), "negative"),
         ]),
         "02-group-advantages": (advantages([1.5, 0.5, 0.0, 0.5]), [0.0, 0.0, 0.0, 0.0], [
             ("std over n", advantages([1.5, 0.5, 0.0, 0.5], unbiased=False), "n - 1"),
@@ -415,16 +510,23 @@ def _table():
             ("functions not named", _adapter("unnamed"), "__name__"),
             ("parser not passed", _adapter("no parser"), "pass the rubric's parser"),
             ("only the first function", _adapter("one function"), "one TRL function per rubric function"),
+            ("a '####' parser, not the rubric's", _adapter("a '####' parser"), "the rubric's parser"),
         ]),
         "02-close-the-hack": (_hack("right"), _hack("format only"), [
             ("the answer must be the last line", _hack("last line"), "text after the one answer line is fine"),
             ("'####' lines counted, not markers", _hack("lines"), "count the '####' markers"),
             ("no number asked for", _hack("no number"), "holds no number"),
+            ("lines that start with '####' counted", _hack("lines that start with it"), "count the '####' markers"),
+            ("a digits-only pattern", _hack("digits only"), "negative"),
+            ("'#### ' with its space counted", _hack("a space after it"), "no space after the marker"),
         ]),
         "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
             ("numbers compared as text", _feedback("as text"), "as numbers"),
             ("float of the raw text", _feedback("float of raw text"), "'1,000' is a number"),
             ("high and low swapped", _feedback("inverted"), "too high"),
+            ("float() of the raw gold", _feedback("float of the raw gold"), "with a comma"),
+            ("int() of both", _feedback("int()"), "decimal"),
+            ("digits only", _feedback("digits only"), "negative"),
         ]),
         "03-is-completed": (_is_completed("right"), _is_completed("blank"), [
             ("replies to a right answer (solved never read)", _is_completed("blank"), "went on"),
@@ -445,17 +547,26 @@ def _table():
             ("discount ** turns", _discount("turns"), "count the MODEL's turns"),
             ("environment replies counted", _discount("environment replies"), "count the MODEL's turns"),
             ("environment replies, minus one", _discount("replies - 1"), "the last allowed turn"),
+            ("0.5, not the notebook's discount", _discount("a number, not the parameter"), "not a number"),
+            ("the parsed answer compared with the gold as text", _discount("gold as text"), "with a comma"),
+            ("int() of both", _discount("int()"), "with a comma"),
         ]),
         "03-tool-calls": (_tool_calls("right"), _tool_calls("blank"), [
             ("tool results counted", _tool_calls("tool results"), "max_turns"),
             ("messages with calls counted", _tool_calls("messages with calls"), "several calls"),
             ("None not handled", _tool_calls("key present"), "None"),
+            ("the calls read as dicts", _tool_calls("calls as dicts"), "OpenAI client's objects"),
         ]),
         "03-my-environment": (_my_environment("right"), _my_environment("blank"), [
             ("the format weight dropped", _my_environment("no format weight"), "counts 0.5"),
             ("max_turns not passed on", _my_environment("fixed max_turns"), "pass the argument on"),
             ("the last message parsed", _my_environment("last message"), "LAST turn"),
             ("not a loader", None, "pass your module's load_environment"),
+            ("the discount not passed on", _my_environment("discount not passed on"), "see its `discount`"),
+            ("hints not passed on", _my_environment("hints not passed on"), "FeedbackEnv(hints=hints)"),
+            ("the train split", _my_environment("the train split"), "load_gsm8k('test', num_eval_examples, seed)"),
+            ("the seed not passed on", _my_environment("seed ignored"), "load_gsm8k('test', num_eval_examples, seed)"),
+            ("no system prompt", _my_environment("no system prompt"), "system_prompt=HASH_SYSTEM_PROMPT"),
         ]),
     }
 
@@ -476,8 +587,24 @@ _EXERCISES_IN_TABLE = (
     "03-tool-calls",
     "03-my-environment",
 )
+
+
+def _returns_the_coroutine(method):
+    """A plain function that returns the coroutine of the right async one: what the notebook awaits works."""
+    right = method("right")
+    return lambda self, messages, state, **kwargs: right(self, messages, state, **kwargs)
+
+
 # Valid answers that are not the reference's, which each check must accept.
-ALSO_RIGHT = {"03-is-completed": [_is_completed("last message")]}
+ALSO_RIGHT = {
+    "01-score-rollout": [_score_text_plain],
+    "02-group-advantages": [[round(a, 2) for a in advantages([1.5, 0.5, 0.0, 0.5])],  # as the solution shows them
+                            np.array(advantages([1.5, 0.5, 0.0, 0.5]))],
+    "02-reward-adapter": [_adapter("numpy")],
+    "03-is-completed": [_is_completed("last message"), _returns_the_coroutine(_is_completed)],
+    "03-env-response": [_returns_the_coroutine(_env_response)],
+    "03-turn-discount": [_discount_from_state],
+}
 
 
 @pytest.fixture(scope="module")

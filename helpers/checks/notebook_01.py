@@ -1,11 +1,16 @@
-"""Checks of notebook 01's exercises (rubrics, scoring one rollout, GRPO signal, reward functions)."""
+"""Checks of notebook 01's exercises (rubrics, scoring one rollout, GRPO signal, reward functions). Each runs the
+learner's answer next to the reference on replies built from GSM8K rows of both splits (real_inputs) and on
+irregular rollout tables, and names the first input where they part."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import random
 
 from helpers.checks import checks_exercise
+from helpers.checks.real_inputs import call_reward, gold_hint, gsm8k_rows, same_score, write_number
 from helpers.worker_thread import run_sync
 
 TRAP_EXAMPLES = [
@@ -25,10 +30,48 @@ def _think_rubrics():
             vf.Rubric(funcs=funcs, weights=[1.0, 0.2]), parser)
 
 
+def _hash_rubric():
+    from gsm8k_course import HashParser, make_rubric
+
+    return make_rubric(HashParser(), "hash")
+
+
+async def _score_one(rubric, text: str, answer: str):
+    """What env.evaluate does once the model has answered: the rubric scores the reply against the gold."""
+    return await rubric.score_rollout(prompt=[], completion=[{"role": "assistant", "content": text}], answer=answer,
+                                      state={"timing": {"total_ms": 0.0}})
+
+
 def _score(rubric, text: str, answer: str):
-    completion = [{"role": "assistant", "content": text}]
-    return run_sync(rubric.score_rollout(prompt=[], completion=completion, answer=answer,
-                                         state={"timing": {"total_ms": 0.0}}))
+    return run_sync(_score_one(rubric, text, answer))
+
+
+def _scores(rubric, cases) -> list:
+    async def score_all():
+        return [await _score_one(rubric, text, answer) for text, answer in cases]
+
+    return run_sync(score_all())
+
+
+@functools.cache
+def _replies() -> tuple[tuple[str, str], ...]:
+    """(reply, gold) over GSM8K rows: right answers as the data writes them and plain, after </think> and after
+    '####', wrong ones, unfinished thinking, no tags at all."""
+    from gsm8k_course import canonical_number
+
+    cases = list(TRAP_EXAMPLES)
+    for question, gold in gsm8k_rows():
+        number = canonical_number(gold)
+        wrong = write_number(float(number) + 1)
+        thought = f"<think>{question[:100]} ...</think>"
+        cases += [(f"{thought}{gold}", gold), (f"{thought}\n{number}", gold), (f"{thought}{wrong}", gold),
+                  (f"<think>{question[:100]} so {gold}", gold), (gold, gold),
+                  (f"{question[:60]} ... so the answer is {gold}.\n#### {gold}", gold)]
+    return tuple(cases)
+
+
+def _weights(rubric) -> list[tuple[str, float]]:
+    return sorted(zip(rubric.get_reward_func_names(), rubric.get_reward_weights()))
 
 
 @checks_exercise("01-repair-the-trap")
@@ -37,65 +80,110 @@ def repair_the_trap(rubric) -> str | None:
 
     if not isinstance(rubric, vf.Rubric):
         return "build a vf.Rubric(funcs=[...], weights=[...], ...)"
-    if rubric.get_reward_weights() != [1.0, 0.2]:
-        return "keep the weights [1.0, 0.2]: only one argument is missing"
+    fixed = _think_rubrics()[0]
+    if _weights(rubric) != _weights(fixed):
+        return (f"keep the weights of trap_rubric's functions, {_weights(fixed)}, not {_weights(rubric)} "
+                "(correct_answer 1.0, the format reward 0.2): only one argument is missing")
     if not isinstance(rubric.parser, vf.ThinkParser):
         return ("the rubric hands its reward functions its own parser, a plain vf.Parser by default: "
                 "pass the ThinkParser with parser=parser")
-    for text, answer in TRAP_EXAMPLES:
-        if _score(rubric, text, answer).metrics.get("correct_answer") != 1.0:
-            return f"{text!r} should score 1.0 for correct_answer: use the notebook's correct_answer function"
+    cases = _replies()
+    for (text, answer), yours, expected in zip(cases, _scores(rubric, cases), _scores(fixed, cases)):
+        if not same_score(yours, expected):
+            return (f"{text!r} (gold {answer!r}) scored {yours.metrics}, reward {yours.reward}; with parser=parser it "
+                    f"scores {expected.metrics}, reward {expected.reward}. Build it from trap_rubric's own pieces: the "
+                    "notebook's correct_answer, parser.get_format_reward_func(), the same parser")
     return None
 
 
 @checks_exercise("01-score-rollout")
 def score_rollout(score_text) -> str | None:
-    """score_text(rubric, text, answer): awaits rubric.score_rollout on one assistant reply, returns its result."""
+    """score_text(rubric, text, answer): rubric.score_rollout's result on one assistant reply. The notebook awaits
+    it, so an async def and a plain function that returns score_rollout's coroutine both do."""
     import verifiers as vf
 
-    if not inspect.iscoroutinefunction(score_text):
-        return ("rubric.score_rollout is a coroutine function: write `async def score_text(...)` and "
-                "`return await rubric.score_rollout(...)`")
+    if not callable(score_text):
+        return "score_text should be a function: async def score_text(rubric, text, answer)"
     fixed, trap, _ = _think_rubrics()
-    text, answer = TRAP_EXAMPLES[0]
-    cases = [  # (rubric, text, gold, expected reward, what a wrong reward means)
-        (fixed, text, answer, 1.2, None),
-        (trap, text, answer, 0.2, "use the rubric you are given (its parser decides what is parsed)"),
-        (fixed, text, "19", 0.2, "pass the gold answer you are given as answer="),
-        (fixed, "18", answer, 0.0, "score the text you are given"),
-    ]
-    for rubric, reply, gold, expected, hint in cases:
-        try:
-            result = run_sync(score_text(rubric, reply, gold))
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return (f"it raised {type(e).__name__}: {e}. Call rubric.score_rollout(prompt=[], completion="
-                    "[{'role': 'assistant', 'content': text}], answer=answer, state={'timing': {'total_ms': 0.0}})")
-        if inspect.isawaitable(result):
-            getattr(result, "close", lambda: None)()  # never awaited: close it quietly
-            return "you returned a coroutine: `await` rubric.score_rollout(...) before returning it"
-        if not isinstance(result, vf.RolloutScore):
-            return (f"return what score_rollout returns (a RolloutScore with .reward and .metrics), "
-                    f"not {type(result).__name__}")
-        if not math.isclose(result.reward, expected, abs_tol=1e-9):
-            because = hint or ("the format reward scored 0: pass the completion as a list of messages, "
-                               "[{'role': 'assistant', 'content': text}]" if math.isclose(result.reward, 1.0) else
-                               "call score_rollout with the rubric, text and answer you are given")
-            return f"{reply!r} (gold {gold}) scored {result.reward}, expected {expected}. {because}".strip()
-    return None
+    rubrics = {"the fixed rubric": fixed, "trap_rubric": trap, "a '####' rubric": _hash_rubric()}
+
+    async def compare() -> str | None:  # one event loop for every case
+        for name, rubric in rubrics.items():
+            for text, answer in _replies():
+                case = f"with {name}, {text!r} (gold {answer!r})"
+                try:
+                    result = score_text(rubric, text, answer)
+                    if not inspect.isawaitable(result):
+                        return ("the notebook awaits it (`await score_text(...)`): write `async def score_text(...)` "
+                                "and `return await rubric.score_rollout(...)`")
+                    result = await result
+                except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+                    why = f"{gold_hint(answer)}. " if gold_hint(answer) else ""
+                    return (f"{case}: it raised {type(e).__name__}: {e}. {why}Call rubric.score_rollout(prompt=[], "
+                            "completion=[{'role': 'assistant', 'content': text}], answer=answer, "
+                            "state={'timing': {'total_ms': 0.0}})")
+                if inspect.isawaitable(result):
+                    getattr(result, "close", lambda: None)()  # never awaited: close it quietly
+                    return "you returned a coroutine: `await` rubric.score_rollout(...) before returning it"
+                if not isinstance(result, vf.RolloutScore):
+                    return (f"return what score_rollout returns (a RolloutScore with .reward and .metrics), "
+                            f"not {type(result).__name__}")
+                expected = await _score_one(rubric, text, answer)
+                if not same_score(result, expected):
+                    return (f"{case}: yours scored {result.metrics}, reward {result.reward}; expected {expected.metrics}, "
+                            f"reward {expected.reward}: " + await _score_mistake(rubrics, rubric, text, answer, result))
+        return None
+
+    return run_sync(compare())
 
 
-SIGNAL_CASES = [  # (rewards per example, as [rollout 0, rollout 1], expected share)
-    ([[0.0, 0.5], [0.5, 0.0], [0.0, 0.0]], 2 / 3),
-    ([[0.0, 0.0], [1.0, 0.0], [0.2, 0.2], [1.2, 1.2]], 0.25),
-    ([[0.0], [1.0], [0.5]], 0.0),  # one rollout per example: no group to compare with
+async def _score_mistake(rubrics: dict, rubric, text: str, answer: str, result) -> str:
+    """The likely mistake behind a score that differs from the rubric's own."""
+    for other_answer in dict.fromkeys(answer for _, answer in _replies()):
+        if other_answer != answer and same_score(result, await _score_one(rubric, text, other_answer)):
+            return "pass the gold answer you are given as answer="
+    for other in rubrics.values():
+        if other is not rubric and same_score(result, await _score_one(other, text, answer)):
+            return "use the rubric you are given (its parser decides what is parsed)"
+    expected = await _score_one(rubric, text, answer)
+    if math.isclose(result.metrics.get("correct_answer", math.nan), expected.metrics["correct_answer"]):
+        return ("the format reward scored differently: pass the completion as a list of messages, "
+                "[{'role': 'assistant', 'content': text}]")
+    return "call score_rollout with the rubric, text and answer you are given"
+
+
+# ----------------------------------------------------------------------------- the share of examples with a signal
+
+SIGNAL_CASES = [  # rewards per example, one list per example
+    [[0.0, 0.5], [0.5, 0.0], [0.0, 0.0]],
+    [[0.0, 0.0], [1.0, 0.0], [0.2, 0.2], [1.2, 1.2]],
+    [[0.0], [1.0], [0.5]],  # one rollout per example: no group to compare with
+    # irregular groups: 1 to 6 rollouts, unequal, two different rewards above 0 in one group
+    [[0.5, 1.5], [1.2] * 6, [0.0], [0.2, 0.2, 1.0], [0.0, 0.0, 0.0, 0.0, 0.5]],
+    [[1.0, 1.0, 1.0, 1.5], [0.0, 0.2], [1.2], [0.2, 0.2, 0.2, 0.2, 0.2]],
 ]
 
 
+def _random_cases(count: int = 12) -> list[list[list[float]]]:
+    """Groups of 1 to 6 rollouts with the rewards the course's rubrics give (think: 0, 0.2, 1.0, 1.2; '####':
+    0, 0.5, 1.0, 1.5); a fixed seed, so every check tries the same ones."""
+    rng = random.Random(0)
+    levels = ([0.0, 0.2, 1.0, 1.2], [0.0, 0.5, 1.0, 1.5])
+    return [[[rng.choice(levels[k % 2]) for _ in range(rng.randint(1, 6))] for _ in range(rng.randint(1, 6))]
+            for k in range(count)]
+
+
 def _rollouts(rewards_per_example):
+    """A rollouts table shaped like helpers.evaluation.rollouts_frame's: the rows rollout by rollout, as
+    env.evaluate returns them, with the columns a run's table has."""
     import pandas as pd
 
-    return pd.DataFrame([{"example": e, "rollout": r, "reward": reward}
-                         for e, rewards in enumerate(rewards_per_example) for r, reward in enumerate(rewards)])
+    rows = gsm8k_rows()
+    return pd.DataFrame([
+        {"example": e, "rollout": r, "question": rows[e % len(rows)][0], "answer": rows[e % len(rows)][1],
+         "completion": f"#### {rewards[r]}", "reward": rewards[r], "correct_answer": float(rewards[r] >= 1.0)}
+        for r in range(max(len(rewards) for rewards in rewards_per_example))
+        for e, rewards in enumerate(rewards_per_example) if r < len(rewards)])
 
 
 @checks_exercise("01-signal-share")
@@ -103,22 +191,44 @@ def signal_share(func) -> str | None:
     """func(rollouts): share of examples whose rollouts got different rewards."""
     if not callable(func):
         return "signal_share should be a function of the rollouts table"
-    for rewards, expected in SIGNAL_CASES:
-        table = _rollouts(rewards)
+    tables, answers = [_rollouts(rewards) for rewards in SIGNAL_CASES + _random_cases()], []
+    for rewards, table in zip(SIGNAL_CASES + _random_cases(), tables):
         try:
-            got = float(func(table))
+            answers.append(float(func(table)))
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"on a table with columns {list(table.columns)} it raised {type(e).__name__}: {e}"
+            return (f"for rewards {rewards} (one list per example) it raised {type(e).__name__}: {e} (the table has "
+                    f"columns {list(table.columns)})")
+    for rewards, table, got in zip(SIGNAL_CASES + _random_cases(), tables, answers):
+        expected = _signal_share(table)
         if math.isclose(got, expected, abs_tol=1e-9):
             continue
         if got > 1:
             return f"it gave {got}: a share is between 0 and 1 (divide by the number of examples)"
         if math.isnan(got):
             return "it gave NaN: an example with one rollout has no spread, which counts as no signal"
-        return (f"for rewards {rewards} (one list per example) it gave {got:.3f}, expected {expected:.3f}: group "
-                "the rollouts by 'example' and count the examples whose rewards are not all equal "
-                "(a reward above 0 is not a signal; a difference between siblings is)")
+        return (f"for rewards {rewards} (one list per example) it gave {got:.3f}, expected {expected:.3f}: "
+                + _signal_mistake(tables, answers))
     return None
+
+
+SIGNAL_MISTAKES = [  # (what the share would be with the mistake, what to say)
+    (lambda groups: groups.transform("nunique").gt(1).mean(),
+     "count each example once, not each rollout (examples have different numbers of rollouts)"),
+    (lambda groups: ((groups.min() == 0) & (groups.max() > 0)).mean(),
+     "two different rewards above 0 (0.5 and 1.5) are a signal too"),
+    (lambda groups: groups.agg(lambda r: len(r) > 1 and r.iloc[0] != r.iloc[1]).mean(),
+     "compare all of an example's rollouts, not the first two"),
+]
+
+
+def _signal_mistake(tables: list, answers: list[float]) -> str:
+    """The known mistake that gives the learner's answer on every table, if one does."""
+    generic = ("group the rollouts by 'example' and count the examples whose rewards are not all equal "
+               "(a reward above 0 is not a signal; a difference between siblings is)")
+    for share, why in SIGNAL_MISTAKES:
+        if all(math.isclose(got, float(share(t.groupby("example")["reward"]))) for t, got in zip(tables, answers)):
+            return f"{why}; {generic}"
+    return generic
 
 
 def _signal_share(rollouts) -> float:
@@ -143,6 +253,8 @@ def signal_prediction(value) -> str | None:
             "rewards: how often did this model write <think> tags, and what did every rollout score then?")
 
 
+# ----------------------------------------------------------------------------- a reward for \boxed{N}
+
 BOXED_CASES = [  # (reply, gold answer, expected reward, what a wrong reward here means)
     ("So the total is \\boxed{18}.", "18", 1.0, "a plain \\boxed{18} should earn 1.0"),
     ("First \\boxed{1200}, no wait: \\boxed{7}", "7", 1.0, "take the LAST \\boxed{...}: the model corrected itself"),
@@ -158,13 +270,50 @@ BOXED_CASES = [  # (reply, gold answer, expected reward, what a wrong reward her
 ]
 
 
+def _boxed_reference(completion, answer, **kwargs) -> float:
+    """The solution's boxed_reward."""
+    from gsm8k_course import canonical_number
+    from verifiers.utils.data_utils import extract_boxed_answer
+
+    reply = completion[-1]["content"]
+    if "\\boxed{" not in reply:
+        return 0.0
+    boxed = canonical_number(extract_boxed_answer(reply))
+    return float(bool(boxed) and boxed == canonical_number(answer))
+
+
+def _boxed_replies() -> list[tuple[str, str]]:
+    """(reply, gold) over GSM8K's gold answers: the box holding the gold as the data writes it, plain, with '$';
+    a corrected box either way; a wrong box; no box."""
+    from gsm8k_course import canonical_number
+
+    cases = []
+    for gold in dict.fromkeys(gold for _, gold in gsm8k_rows()):
+        number = canonical_number(gold)
+        wrong = write_number(float(number) + 1)
+        cases += [(f"So the total is \\boxed{{{gold}}}.", gold), (f"\\boxed{{{number}}}", gold),
+                  (f"The answer is \\boxed{{${gold}}}", gold), (f"\\boxed{{{gold}}}, no wait: \\boxed{{{wrong}}}", gold),
+                  (f"\\boxed{{{wrong}}}, no wait: \\boxed{{{gold}}}", gold), (f"\\boxed{{{wrong}}}", gold),
+                  (f"The answer is {gold}.", gold)]
+    return cases
+
+
 @checks_exercise("01-boxed-reward")
 def boxed_reward(func) -> str | None:
-    for text, answer, expected, hint in BOXED_CASES:
+    import verifiers as vf
+
+    if not callable(func):
+        return "boxed_reward should be a reward function: def boxed_reward(completion, answer, **kwargs) -> float"
+    cases = [(text, answer, expected, hint) for text, answer, expected, hint in BOXED_CASES]
+    remedy = "find the last box with extract_boxed_answer and compare canonical_number(...) of both sides"
+    cases += [(text, answer, _boxed_reference([{"role": "assistant", "content": text}], answer),
+               "; ".join(filter(None, [gold_hint(answer), remedy]))) for text, answer in _boxed_replies()]
+    for text, answer, expected, hint in cases:
         try:
-            got = func(completion=[{"role": "assistant", "content": text}], answer=answer)
+            got = call_reward(func, completion=[{"role": "assistant", "content": text}], answer=answer,
+                              parser=vf.Parser())
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"for {text!r} it raised {type(e).__name__}: {e}"
-        if got is None or float(got) != expected:
-            return f"for {text!r} (gold {answer}) it gave {got}, expected {expected}: {hint}"
+            return f"for {text!r} (gold {answer!r}) it raised {type(e).__name__}: {e}. {hint}"
+        if got != expected:
+            return f"for {text!r} (gold {answer!r}) it gave {got}, expected {expected}: {hint}"
     return None

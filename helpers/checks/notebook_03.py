@@ -1,16 +1,32 @@
-"""Checks of notebook 03's exercises (multi-turn and tool environments). Each receives the
-learner's function and tries it on conversations shaped exactly like real rollouts; None means
-right, else a hint naming the mistake."""
+"""Checks of notebook 03's exercises (multi-turn and tool environments). Each runs the learner's function next
+to the reference on real rollouts: the feedback environment's loop replayed with scripted model turns over
+GSM8K's gold answers of both splits (commas and negative ones among them), and verifiers' ToolEnv run with
+scripted replies shaped exactly as the OpenAI client returns them. None means right, else the first input
+where the two part, and the mistake it points at."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import copy
 import inspect
+import json
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 from helpers.checks import checks_exercise
+from helpers.checks.real_inputs import (
+    call_reward,
+    gold_hint,
+    gsm8k_golds,
+    gsm8k_rows,
+    quiet_datasets,
+    same_score,
+    write_number,
+)
 from helpers.worker_thread import run_sync
+
+# ----------------------------------------------------------------------------- feedback that helps
 
 HINT_CASES = [  # (parsed, gold, the word the feedback must contain, what a wrong word here means)
     ("90", "72", "too high", "90 for a gold answer of 72 is too high (compare the numbers with float())"),
@@ -21,170 +37,62 @@ HINT_CASES = [  # (parsed, gold, the word the feedback must contain, what a wron
 ]
 
 
+def _hint_cases() -> list[tuple[str, str, str, str]]:
+    """(parsed, gold, the word, why) over GSM8K's gold answers: `parsed` as FinalAnswerParser gives it (the
+    number after the model's '####', canonical) for answers above and below the gold, its tenfold, its tenth
+    and its negative."""
+    from gsm8k_course import canonical_number, extract_hash_answer
+
+    cases = []
+    for gold in gsm8k_golds():
+        value = float(canonical_number(gold))
+        for other in dict.fromkeys([value + 1, value - 1, value * 10, value / 10, -value]):
+            if other != value:
+                parsed = extract_hash_answer(f"#### {write_number(other)}")
+                word = "too high" if other > value else "too low"
+                cases.append((parsed, gold, word, _compare_hint(parsed, gold)))
+    return cases
+
+
+def _compare_hint(parsed: str, gold: str) -> str:
+    why = gold_hint(gold)
+    if not why and "." in parsed:
+        why = "the model's answer is a decimal here: int() fails on it"
+    elif not why and parsed.startswith("-"):
+        why = "the model's answer is negative here: the minus sign is part of the number"
+    return "; ".join(filter(None, [why, "compare float(canonical_number(...)) of both"]))
+
+
 @checks_exercise("03-feedback-hints")
 def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
     """feedback_message(parsed, answer): "Correct." when right; "too high" / "too low" otherwise."""
-    if feedback_message("72", "72").strip() != "Correct.":
-        return "a right answer should get exactly 'Correct.' (the environment ends the rollout on it)"
+    from gsm8k_course import canonical_number
+
+    if not callable(feedback_message):
+        return "feedback_message should be a function: def feedback_message(parsed, answer) -> str"
+    for parsed, gold in [("72", "72"), *((canonical_number(g), g) for g in gsm8k_golds())]:
+        if feedback_message(parsed, gold).strip() != "Correct.":
+            return (f"feedback_message({parsed!r}, {gold!r}) should say exactly 'Correct.' (the same number; the "
+                    "environment ends the rollout on it)")
     if "####" not in feedback_message("", "72"):
         return "with no final answer, remind the model of the '#### <number>' format"
-    for parsed, gold, word, hint in HINT_CASES:
+    for parsed, gold, word, hint in HINT_CASES + _hint_cases():
         try:
             reply = feedback_message(parsed, gold).lower()
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"feedback_message({parsed!r}, {gold!r}) raised {type(e).__name__}: {e}. {hint}"
         other = "too low" if word == "too high" else "too high"
         if word not in reply or other in reply:
-            return f"feedback_message({parsed!r}, {gold!r}) said {reply!r}: {hint}"
+            return f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, not {word!r}: {hint}"
     return None
 
 
-def _rollout(*answers: str, gold: str = "72", max_turns: int = 3) -> list[dict]:
-    """A completion exactly as FeedbackEnv's rollout makes it: each model turn, then the environment's
-    reply ("Correct." ends the rollout), except after the last allowed turn (no reply then)."""
-    completion = []
-    for turn, answer in enumerate(answers, start=1):
-        completion.append({"role": "assistant", "content": f"Let me compute.\n#### {answer}"})
-        if turn == max_turns:
-            break
-        completion.append({"role": "user", "content": "Correct." if answer == gold else "Not yet: try again."})
-    return completion
-
-
-@checks_exercise("03-turn-discount")
-def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
-    """discounted_correct(parser, completion, answer): 1.0 on turn 1, times a discount per extra turn."""
-    from gsm8k_feedback import FinalAnswerParser
-
-    parser = FinalAnswerParser()
-
-    def reward(*answers: str) -> float:
-        return float(discounted_correct(parser=parser, completion=_rollout(*answers), answer="72"))
-
-    try:
-        first, second, third, never = reward("72"), reward("1", "72"), reward("1", "2", "72"), reward("1", "2", "3")
-    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-        return f"it raised {type(e).__name__}: {e}"
-    if first != 1.0:
-        return (f"right on the first turn earned {first}, not 1.0. A real rollout ends with the environment's "
-                "'Correct.': count the MODEL's turns (parser.get_assistant_messages), not the messages")
-    if never != 0.0:
-        return "a rollout that never got it right should earn 0"
-    if not 0 < second < first:
-        return (f"right on the second turn earned {second}: it should earn less than on the first "
-                "(discount ** (turns - 1)), and more than 0")
-    if not math.isclose(third, second * second):
-        return (f"turn 2 earned {second} and turn 3 {third}: each extra model turn multiplies by the same discount "
-                "(discount ** (model turns - 1)); the last allowed turn gets no 'Correct.' after it")
-    return None
-
-
-_CALL = {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": '{"expression": "2+2"}'}}
-TOOL_CASES = [  # (completion, tool calls in it, what a wrong count here means)
-    ([{"role": "assistant", "content": "#### 4"}], 0, "a reply without tool calls has none"),
-    ([{"role": "assistant", "content": "#### 4", "tool_calls": None}], 0,
-     "'tool_calls' may be None: count it as no calls"),
-    ([{"role": "assistant", "content": "", "tool_calls": [_CALL]}, {"role": "tool", "content": "4"},
-      {"role": "assistant", "content": "#### 4"}], 1, "one call, one result"),
-    ([{"role": "assistant", "content": "", "tool_calls": [_CALL, _CALL]}, {"role": "tool", "content": "4"},
-      {"role": "tool", "content": "4"}, {"role": "assistant", "content": "", "tool_calls": [_CALL]},
-      {"role": "tool", "content": "4"}, {"role": "assistant", "content": "#### 4"}], 3,
-     "one message may carry several calls: add up len(message['tool_calls'])"),
-    ([{"role": "assistant", "content": "", "tool_calls": [_CALL]}, {"role": "tool", "content": "4"},
-      {"role": "assistant", "content": "", "tool_calls": [_CALL]}], 2,
-     ("at max_turns ToolEnv stops right after the model's call, before running it: count the calls the model "
-     "made (its messages' tool_calls), not the tool results")),
-]
-
-
-@checks_exercise("03-tool-calls")
-def tool_call_count(tool_calls: Callable[..., float]) -> str | None:
-    """tool_calls(completion): how many tool calls the model's messages carry."""
-    for completion, expected, hint in TOOL_CASES:
-        try:
-            got = tool_calls(completion=completion)
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"on a rollout with {expected} tool call(s) it raised {type(e).__name__}: {e}. {hint}"
-        if got != expected:
-            return f"a rollout with {expected} tool call(s) counted {got}: {hint}"
-    return None
-
-
-FEEDBACK_RUBRIC = {"discounted_correct": 1.0, "hash_format": 0.5, "solved": 0.0, "turns": 0.0}
-
-
-@checks_exercise("03-my-environment")
-def my_environment(load_environment: Callable) -> str | None:
-    """load_environment(max_turns=, discount=, num_eval_examples=, seed=) of the learner's module: section 2's
-    feedback environment, with section 2's rubric (weights included)."""
-    import verifiers as vf
-
-    if not callable(load_environment):
-        return "pass your module's load_environment function"
-    try:
-        env = load_environment(max_turns=2, discount=0.5, num_eval_examples=2, seed=0)
-    except NotImplementedError:
-        return "load_environment still raises NotImplementedError: write its body"
-    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-        return f"load_environment(max_turns=2, discount=0.5, num_eval_examples=2, seed=0) raised {type(e).__name__}: {e}"
-    if not isinstance(env, vf.MultiTurnEnv):
-        return f"return the feedback environment (a vf.MultiTurnEnv), not {type(env).__name__}"
-    if env.max_turns != 2:
-        return f"max_turns=2 gave an environment with max_turns={env.max_turns}: pass the argument on"
-    if env.eval_dataset is None or len(env.eval_dataset) != 2:
-        return "num_eval_examples=2 should give an eval_dataset of 2 GSM8K problems (load_gsm8k('test', n, seed))"
-    rubric = dict(zip(env.rubric.get_reward_func_names(), env.rubric.get_reward_weights()))
-    if rubric != FEEDBACK_RUBRIC:
-        return (f"the rubric is {rubric}; section 2's is {FEEDBACK_RUBRIC}: the same four functions with the "
-                "same weights (the '####' format counts 0.5)")
-    gold = env.eval_dataset[0]["answer"]
-    messages = [{"role": "assistant", "content": f"#### {gold}"}]
-    try:
-        replies, state = run_sync(env.env_response(messages, {"answer": gold, "turn": 1}))
-        done = run_sync(env.is_completed(messages + replies, state))
-    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-        return f"env_response/is_completed raised {type(e).__name__}: {e}"
-    if replies[0]["content"].strip() != "Correct." or not done:
-        return "a right answer should get 'Correct.' and end the rollout (is_completed True)"
-    for answers, expected, when in ((("72",), 1.5, "on the first turn"), (("1", "72"), 1.0, "on the second turn")):
-        completion = _rollout(*(gold if a == "72" else a for a in answers), gold=gold, max_turns=2)
-        score = run_sync(env.rubric.score_rollout(prompt=[], completion=completion, answer=gold,
-                                                  state={"timing": {"total_ms": 0.0}}))
-        if not math.isclose(score.reward, expected):
-            return (f"right {when} should score {expected} (discounted answer + 0.5 x format), not {score.reward}: "
-                    "parse the model's LAST turn (its last assistant message, not the environment's 'Correct.'), "
-                    "and discount per model turn")
-    return None
-
-
-# ----------------------------------------------------------------------------- the feedback environment's methods
-# is_completed and env_response are checked the way a rollout uses them: MultiTurnEnv.rollout's loop is
-# replayed with scripted model turns (right answers written as GSM8K writes them and otherwise, wrong ones, no
-# answer), over gold answers of both GSM8K splits (commas and negative ones among them) and several
-# max_turns, once with the learner's method and once with the reference (gsm8k_feedback.FeedbackEnv's); the
-# first conversation where they part is the hint.
+# ----------------------------------------------------------------------------- the feedback environment, replayed
+# MultiTurnEnv.rollout's loop is replayed with scripted model turns (right answers written as GSM8K writes them
+# and otherwise, wrong ones, no answer) over gold answers of both GSM8K splits and several max_turns. The
+# environment's methods are called the way the notebook's FeedbackEnv calls yours: `return await yours(...)`.
 
 MAX_SCRIPTED_TURNS = 6  # a conversation that has not ended by then never would
-
-
-@functools.cache
-def _golds() -> tuple[str, ...]:
-    """Gold answers as GSM8K writes them (and as state["answer"] holds them): from both splits when the data
-    is at hand (GSM8K_DIR or the HF cache), with commas and negative ones; else a fixed set like them."""
-    import datasets
-    from gsm8k_course import load_gsm8k
-
-    golds = ["72", "1,600", "-3"]
-    datasets.disable_progress_bars()
-    try:
-        for split in ("test", "train"):
-            answers = list(load_gsm8k(split)["answer"])
-            golds += [a for a in answers if "," in a][:2] + [a for a in answers if a.startswith("-")][:2] + answers[:2]
-    except Exception:  # noqa: BLE001 - offline without GSM8K_DIR: the fixed set is shaped like the real ones
-        golds += ["114,200", "-47", "18", "5"]
-    finally:
-        datasets.enable_progress_bars()
-    return tuple(dict.fromkeys(golds))
 
 
 def _scripts(gold: str) -> list[tuple[str, list[str]]]:
@@ -193,11 +101,8 @@ def _scripts(gold: str) -> list[tuple[str, list[str]]]:
 
     number = canonical_number(gold)
     value = float(number)
-
-    def written(x: float) -> str:
-        return str(int(x)) if x == int(x) else str(x)
-
-    right, plain, wrong, wrong_2 = f"#### {gold}", f"#### {number}", f"#### {written(value + 1)}", f"#### {written(value - 2)}"
+    right, plain = f"#### {gold}", f"#### {number}"
+    wrong, wrong_2 = f"#### {write_number(value + 1)}", f"#### {write_number(value - 2)}"
     scripts = [("right at once", [right]), ("wrong, then right", [wrong, right]),
                ("no answer, wrong, then right", ["I am not sure yet.", wrong_2, right]),
                ("never right", [wrong, wrong_2, wrong, wrong_2]),
@@ -206,29 +111,60 @@ def _scripts(gold: str) -> list[tuple[str, list[str]]]:
             for what, answers in scripts]
 
 
-def _feedback_env(max_turns: int, **methods):
-    """gsm8k_feedback's FeedbackEnv with `methods` (is_completed, env_response) replaced."""
-    import datasets
+class NotAwaitable(TypeError):
+    """The learner's method returned something the environment cannot await."""
+
+
+def _awaited(method: str, yours: Callable) -> Callable:
+    """Your function as the notebook's FeedbackEnv calls it (`return await is_completed(self, ...)`): an async
+    def, or a plain function that returns a coroutine."""
+
+    async def call(self, messages, state, **kwargs):
+        result = yours(self, messages, state, **kwargs)
+        if not inspect.isawaitable(result):
+            raise NotAwaitable(f"{method} returned {type(result).__name__}, which the environment cannot await")
+        return await result
+
+    return call
+
+
+def _feedback_env(max_turns: int, hints: bool = False, **methods):
+    """gsm8k_feedback's FeedbackEnv with `methods` (is_completed, env_response) replaced by the learner's."""
     import verifiers as vf
     from datasets import Dataset
     from gsm8k_feedback import FeedbackEnv, FinalAnswerParser
 
-    env_class = type("CheckedFeedbackEnv", (FeedbackEnv,), methods)
+    env_class = type("CheckedFeedbackEnv", (FeedbackEnv,), {name: _awaited(name, f) for name, f in methods.items()})
     parser = FinalAnswerParser()
-    datasets.disable_progress_bars()  # its one-row dataset is mapped: no bar in the learner's output
-    try:
-        return env_class(max_turns=max_turns, eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]),
-                         parser=parser, rubric=vf.Rubric(parser=parser))
-    finally:
-        datasets.enable_progress_bars()
+    with quiet_datasets():  # its one-row dataset is mapped
+        return env_class(hints=hints, max_turns=max_turns, parser=parser, rubric=vf.Rubric(parser=parser),
+                         eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]))
 
 
-async def _conversation(env, gold: str, answers: list[str]) -> tuple[list[tuple[str, str]], bool]:
-    """MultiTurnEnv.rollout's loop (verifiers 0.1.5) with scripted model turns: [(role, text), ...], and whether
-    the state kept what it held (its answer and a key of the caller's own) through every turn."""
+class Replay(NamedTuple):
+    said: list[tuple[str, str]]  # (role, what it said in short) turn by turn
+    kept: bool  # whether the state kept what it held (its answer and a key of the caller's own)
+    completion: list[dict]  # as the rollout returns it
+    state: dict
+
+
+def _judged(reply: str) -> str:
+    return "Correct." if reply.strip() == "Correct." else "not right"
+
+
+def _judged_with_hints(reply: str) -> str:
+    words = [w for w in ("too high", "too low") if w in reply.lower()]
+    return _judged(reply) + (f" ({words[0]})" if len(words) == 1 else "")
+
+
+async def _conversation(env, gold: str, answers: list[str], judge: Callable[[str], str] = _judged) -> Replay:
+    """MultiTurnEnv.rollout's loop (verifiers 0.1.5) with scripted model turns, from the state it starts with."""
     keep = object()  # a key of the caller's own, that must survive every turn
-    state = {"answer": gold, "turn": 0, "prompt": [], "completion": [], "responses": [], "info": {}, "mine": keep}
-    messages: list[dict] = [{"role": "user", "content": "A GSM8K problem."}]
+    prompt = [{"role": "user", "content": "A GSM8K problem."}]
+    state = {"id": 0, "prompt": prompt, "completion": [], "answer": gold, "task": "default", "info": {},
+             "responses": [], "turn": 0, "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
+             "mine": keep}
+    messages: list[dict] = list(prompt)
     said: list[tuple[str, str]] = []
     while not await env.is_completed(messages, state):
         if state["turn"] >= MAX_SCRIPTED_TURNS:
@@ -243,9 +179,24 @@ async def _conversation(env, gold: str, answers: list[str]) -> tuple[list[tuple[
         if not isinstance(state, dict):
             raise TypeError(f"env_response returned {type(state).__name__} as the state: return (replies, state)")
         messages += replies
-        said += [(reply.get("role", "?"), "Correct." if reply.get("content", "").strip() == "Correct." else "not right")
-                 for reply in replies]
-    return said, state.get("mine") is keep and state.get("answer") == gold
+        said += [(reply.get("role", "?"), judge(reply.get("content", ""))) for reply in replies]
+    kept = state.get("mine") is keep and state.get("answer") == gold
+    return Replay(said, kept, messages[len(prompt):], {k: v for k, v in state.items() if k != "mine"})
+
+
+def _reference_replays() -> list[tuple[str, Replay]]:
+    """(what the case is, the reference FeedbackEnv's replay) for max_turns 1 to 4, GSM8K's golds, every script."""
+    async def replay_all():
+        replays = []
+        for max_turns in (1, 2, 3, 4):
+            env = _feedback_env(max_turns)
+            for gold in gsm8k_golds():
+                for what, answers in _scripts(gold):
+                    replays.append((f"max_turns={max_turns}, gold answer {gold!r}, the model {what}",
+                                    await _conversation(env, gold, answers)))
+        return replays
+
+    return run_sync(replay_all())
 
 
 def _first_difference(method: str, yours: Callable) -> str | None:
@@ -254,12 +205,15 @@ def _first_difference(method: str, yours: Callable) -> str | None:
 
     async def compare() -> str | None:  # one event loop for them all
         for max_turns, (env, reference) in envs.items():
-            for gold in _golds():
+            for gold in gsm8k_golds():
                 for what, answers in _scripts(gold):
-                    expected, _ = await _conversation(reference, gold, answers)
+                    expected = (await _conversation(reference, gold, answers)).said
                     case = f"max_turns={max_turns}, gold answer {gold!r}, the model {what}"
                     try:
-                        got, kept = await _conversation(env, gold, answers)
+                        got, kept, _, _ = await _conversation(env, gold, answers)
+                    except NotAwaitable as e:
+                        return (f"{e}: write it as `async def {method}(self, messages, state, **kwargs)` (the "
+                                f"notebook's FeedbackEnv does `return await {method}(self, ...)`)")
                     except Exception as e:  # noqa: BLE001 - the hint names what went wrong
                         return f"with {case}, it raised {type(e).__name__}: {e}"
                     if got != expected:
@@ -300,15 +254,310 @@ def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]
 
 @checks_exercise("03-is-completed")
 def feedback_is_completed(is_completed: Callable) -> str | None:
-    """async is_completed(self, messages, state): over after a right answer, or at max_turns (the base class)."""
-    if not inspect.iscoroutinefunction(is_completed):
-        return "write it as `async def is_completed(self, messages, state, **kwargs)`: the environment awaits it"
+    """is_completed(self, messages, state), awaited: over after a right answer, or at max_turns (the base class)."""
+    if not callable(is_completed):
+        return "is_completed should be a function: async def is_completed(self, messages, state, **kwargs)"
     return _first_difference("is_completed", is_completed)
 
 
 @checks_exercise("03-env-response")
 def feedback_env_response(env_response: Callable) -> str | None:
-    """async env_response(self, messages, state): parse the last model turn, set state['solved'], reply."""
-    if not inspect.iscoroutinefunction(env_response):
-        return "write it as `async def env_response(self, messages, state, **kwargs)`: the environment awaits it"
+    """env_response(self, messages, state), awaited: parse the last model turn, set state['solved'], reply."""
+    if not callable(env_response):
+        return "env_response should be a function: async def env_response(self, messages, state, **kwargs)"
     return _first_difference("env_response", env_response)
+
+
+# ----------------------------------------------------------------------------- pay less for every extra turn
+
+DISCOUNTS = (0.5, 0.25, 0.9)  # the notebook's default first
+
+
+def _discounted_reference(parser, completion, answer, discount: float) -> float:
+    """The solution's discounted_correct."""
+    from gsm8k_course import correct_answer
+
+    return correct_answer(parser, completion, answer) * discount ** (len(parser.get_assistant_messages(completion)) - 1)
+
+
+@contextlib.contextmanager
+def _notebook_discount(func: Callable, value: float):
+    """The notebook's `discount` parameter set to `value` while `func` runs, when `func` reads it (a global of its
+    module): the exercise's function has no discount argument of its own."""
+    namespace = getattr(func, "__globals__", {})
+    if "discount" not in namespace:
+        yield
+        return
+    before = namespace["discount"]
+    namespace["discount"] = value
+    try:
+        yield
+    finally:
+        namespace["discount"] = before
+
+
+@checks_exercise("03-turn-discount")
+def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
+    """discounted_correct(parser, completion, answer, ...): 1.0 on turn 1, `discount` times less per extra model
+    turn; called as the rubric calls it, on the reference environment's rollouts, at several discounts."""
+    from gsm8k_feedback import FinalAnswerParser
+
+    if not callable(discounted_correct):
+        return "discounted_correct should be a reward function: def discounted_correct(parser, completion, answer, **kwargs)"
+    parser = FinalAnswerParser()
+    replays = _reference_replays()
+    takes_discount = "discount" in inspect.signature(discounted_correct).parameters
+    sees_discount = takes_discount or "discount" in getattr(discounted_correct, "__globals__", {})
+    for discount in DISCOUNTS if sees_discount else DISCOUNTS[:1]:  # only a discount it sees can change it
+        for case, replay in replays:
+            expected = _discounted_reference(parser, replay.completion, replay.state["answer"], discount)
+            arguments = {"parser": parser, "completion": copy.deepcopy(replay.completion),
+                         "answer": replay.state["answer"], "state": copy.deepcopy(replay.state),
+                         "prompt": copy.deepcopy(replay.state["prompt"])}
+            if takes_discount:
+                arguments["discount"] = discount
+            try:
+                with _notebook_discount(discounted_correct, discount):
+                    got = call_reward(discounted_correct, **arguments)
+            except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+                why = gold_hint(replay.state["answer"])
+                return f"with {case} (discount={discount}), it raised {type(e).__name__}: {e}" + (f"; {why}" if why else "")
+            if not math.isclose(got, expected, abs_tol=1e-9):
+                return (f"with {case} (discount={discount}): {_transcript(replay.said)}; it earned {got}, expected "
+                        f"{expected}: " + _discount_mistake(parser, replay, got, expected, discount))
+    return None
+
+
+def _discount_mistake(parser, replay: Replay, got: float, expected: float, discount: float) -> str:
+    """The mistake behind a discounted reward that differs from the reference's."""
+    from gsm8k_course import correct_answer
+
+    completion, gold = replay.completion, replay.state["answer"]
+    right = correct_answer(parser, completion, gold)
+    turns = len(parser.get_assistant_messages(completion))
+    replies = sum(m["role"] == "user" for m in completion)
+    if expected == 0.0:
+        return "a rollout that never got it right should earn 0"
+    mistakes = [
+        (len(completion) - 1, ("count the MODEL's turns (parser.get_assistant_messages), not the messages: a "
+                               "real rollout ends with the environment's 'Correct.'")),
+        (turns, "count the MODEL's turns, and pay discount ** (turns - 1): the first turn earns 1.0"),
+        (replies, "count the MODEL's turns, not the environment's replies"),
+        (replies - 1, ("count the model's turns, not the environment's replies: the last allowed turn gets no "
+                       "'Correct.' after it")),
+    ]
+    for exponent, why in mistakes:
+        if math.isclose(got, right * discount ** exponent):
+            return why
+    if discount != 0.5 and math.isclose(got, right * 0.5 ** (turns - 1)):
+        return (f"it paid as if the discount were 0.5, with the notebook's `discount` at {discount}: use the "
+                "parameter `discount`, not a number")
+    return "; ".join(filter(None, ["pay correct_answer(parser, completion, answer) * discount ** (model turns - 1)",
+                                   gold_hint(gold)]))
+
+
+# ----------------------------------------------------------------------------- measure tool use
+
+TOOL_CASES = [  # (what the case is, completion): message shapes a completion may hold besides real rollouts'
+    ("the model's one message has no 'tool_calls'", [{"role": "assistant", "content": "#### 4"}]),
+    ("the model's one message has 'tool_calls': None", [{"role": "assistant", "content": "#### 4", "tool_calls": None}]),
+]
+
+
+def _call(expression: str) -> str:
+    return json.dumps({"expression": expression})
+
+
+def _tool_scripts(question: str, gold: str) -> list[tuple[str, list]]:
+    """(what the model does, its turns: a final text, or (text, [the calls' JSON arguments])) for one problem."""
+    from gsm8k_course import canonical_number
+
+    number = canonical_number(gold)
+    answer = f"So the answer is {gold}.\n#### {gold}"
+    return [
+        ("answers without the tool", [answer]),
+        ("makes one call, then answers", [("", [_call(f"{number} * 1")]), answer]),
+        ("makes two calls in one turn, one in the next, then answers",
+         [(f"{question[:40]}: let me compute.", [_call(f"{number} + 1"), _call(f"{number} - 1")]),
+          ("", [_call(f"{number} * 2")]), answer]),
+        ("keeps calling until max_turns", [("", [_call(f"{number} + {k}")]) for k in range(MAX_SCRIPTED_TURNS)]),
+        ("sends arguments that are not JSON, then answers", [("", ['{"expression": "2+2"']), answer]),
+        ("asks for what the calculator refuses, then answers", [("", [_call("__import__('os')")]), answer]),
+    ]
+
+
+def _model_turn(turn):
+    """One model turn as the OpenAI client returns it: a ChatCompletion, its tool calls the client's objects."""
+    from openai.types.chat import ChatCompletion
+
+    text, calls = (turn, []) if isinstance(turn, str) else turn
+    message = {"role": "assistant", "content": text,
+               "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": "calculate", "arguments": a}}
+                              for i, a in enumerate(calls)] or None}
+    return ChatCompletion.model_validate({
+        "id": "scripted", "object": "chat.completion", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}]})
+
+
+def _tool_rollouts() -> list[tuple[str, list, dict]]:
+    """(what the case is, completion, state) of real rollouts of the course's TolerantToolEnv (verifiers 0.1.5's
+    ToolEnv loop, the real calculator) with scripted model turns, for max_turns 1, 2 and 4."""
+    import verifiers as vf
+    from datasets import Dataset
+    from gsm8k_calculator import TolerantToolEnv, calculate
+
+    class ScriptedToolEnv(TolerantToolEnv):
+        async def get_model_response(self, client, model, prompt, **kwargs):
+            return _model_turn(self.turns.pop(0))  # self.turns: set before each rollout
+
+    async def run_all():
+        rollouts = []
+        for max_turns in (1, 2, 4):
+            with quiet_datasets():
+                env = ScriptedToolEnv(tools=[calculate], max_turns=max_turns, parser=vf.Parser(),
+                                      eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]))
+            for question, gold in gsm8k_rows()[:4] + gsm8k_rows()[-4:]:
+                for what, turns in _tool_scripts(question, gold):
+                    env.turns = list(turns)
+                    completion, state = await env.rollout(None, "scripted", [{"role": "user", "content": question}],
+                                                          answer=gold)
+                    rollouts.append((f"the model {what} (max_turns={max_turns})", completion, state))
+        return rollouts
+
+    return run_sync(run_all())
+
+
+@checks_exercise("03-tool-calls")
+def tool_call_count(tool_calls: Callable[..., float]) -> str | None:
+    """tool_calls(completion): how many tool calls the model's messages carry, on real ToolEnv rollouts."""
+    from gsm8k_calculator import tool_calls as reference
+    from gsm8k_feedback import FinalAnswerParser
+
+    if not callable(tool_calls):
+        return "tool_calls should be a reward function: def tool_calls(completion, **kwargs) -> float"
+    cases = [(case, completion, {}) for case, completion in TOOL_CASES] + _tool_rollouts()
+    for case, completion, state in cases:
+        expected = reference(completion)
+        try:
+            got = call_reward(tool_calls, completion=copy.deepcopy(completion), state=state,
+                              answer=state.get("answer", ""), parser=FinalAnswerParser())
+        except TypeError as e:
+            if "subscriptable" in str(e):
+                return (f"on a rollout where {case}, it raised TypeError: {e}. A real rollout's tool calls are the "
+                        "OpenAI client's objects (ChatCompletionMessageToolCall: call.function.name, call.id), not "
+                        "dicts; to count them, len(message['tool_calls']) is all you need")
+            none = "; 'tool_calls' may be None: count it as no calls" if "NoneType" in str(e) else ""
+            return f"on a rollout where {case}, it raised TypeError: {e}{none}"
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            return f"on a rollout where {case}, it raised {type(e).__name__}: {e}"
+        if got != expected:
+            return f"on a rollout where {case}, it counted {got}, not {expected}: {_tool_mistake(completion, got)}"
+    return None
+
+
+def _tool_mistake(completion: list, got: float) -> str:
+    calls = [m for m in completion if m["role"] == "assistant" and m.get("tool_calls")]
+    if got == sum(m["role"] == "tool" for m in completion):
+        return ("at max_turns ToolEnv stops right after the model's call, before running it: count the calls the "
+                "model made (its messages' tool_calls), not the tool results")
+    if got == len(calls):
+        return "one message may carry several calls: add up len(message['tool_calls'])"
+    return "add up len(message['tool_calls']) over the assistant messages ('tool_calls' may be missing or None)"
+
+
+# ----------------------------------------------------------------------------- the feedback environment as a module
+
+FEEDBACK_RUBRIC = {"discounted_correct": 1.0, "hash_format": 0.5, "solved": 0.0, "turns": 0.0}
+MODULE_ARGUMENTS = [  # the first as the notebook calls it; then every parameter at another value
+    {"max_turns": 2, "discount": 0.5, "hints": True, "num_eval_examples": 2, "seed": 0},
+    {"max_turns": 3, "discount": 0.25, "hints": False, "num_eval_examples": 3, "seed": 7},
+    {"max_turns": 1, "discount": 0.9, "hints": True, "num_eval_examples": 1, "seed": 1},
+]
+
+
+def _reference_module(max_turns: int, discount: float, hints: bool, num_eval_examples: int, seed: int):
+    """The solution's load_environment: section 2's FeedbackEnv on GSM8K's test split, with section 2's rubric."""
+    from gsm8k_course import HASH_SYSTEM_PROMPT, load_gsm8k
+    from gsm8k_feedback import FeedbackEnv, FinalAnswerParser, make_rubric
+
+    parser = FinalAnswerParser()
+    return FeedbackEnv(hints=hints, max_turns=max_turns, eval_dataset=load_gsm8k("test", num_eval_examples, seed),
+                       system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser, discount))
+
+
+@checks_exercise("03-my-environment")
+def my_environment(load_environment: Callable) -> str | None:
+    """load_environment(max_turns=, discount=, hints=, num_eval_examples=, seed=) of the learner's module, next to
+    the solution's at several values of every parameter: the same rows and prompts, the same conversations, the
+    same scores."""
+    import verifiers as vf
+
+    if not callable(load_environment):
+        return "pass your module's load_environment function"
+    for arguments in MODULE_ARGUMENTS:
+        call = f"load_environment({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+        try:
+            with quiet_datasets():
+                env = load_environment(**arguments)
+                reference = _reference_module(**arguments)
+        except NotImplementedError:
+            return "load_environment still raises NotImplementedError: write its body"
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            return f"{call} raised {type(e).__name__}: {e}"
+        if not isinstance(env, vf.MultiTurnEnv):
+            return f"return the feedback environment (a vf.MultiTurnEnv), not {type(env).__name__}"
+        hint = _module_difference(env, reference, arguments)
+        if hint:
+            return f"{call}: {hint}"
+    return None
+
+
+def _module_difference(env, reference, arguments: dict) -> str | None:
+    if env.max_turns != arguments["max_turns"]:
+        return f"an environment with max_turns={env.max_turns}: pass the argument on"
+    if env.eval_dataset is None or list(env.eval_dataset["answer"]) != list(reference.eval_dataset["answer"]):
+        return ("its eval_dataset is not the rows load_gsm8k('test', num_eval_examples, seed) gives: GSM8K's test "
+                "split, num_eval_examples rows after a shuffle with seed")
+    system = [next((m["content"] for m in p if m["role"] == "system"), None) for p in env.eval_dataset["prompt"]]
+    if system != [p[0]["content"] for p in reference.eval_dataset["prompt"]]:
+        return f"its prompts' system message is {system[0]!r}: pass system_prompt=HASH_SYSTEM_PROMPT"
+    rubric = dict(zip(env.rubric.get_reward_func_names(), env.rubric.get_reward_weights()))
+    if rubric != FEEDBACK_RUBRIC:
+        return (f"the rubric is {rubric}; section 2's is {FEEDBACK_RUBRIC}: the same four functions with the "
+                "same weights (the '####' format counts 0.5)")
+    return run_sync(_conversations_differ(env, reference, arguments))
+
+
+async def _conversations_differ(env, reference, arguments: dict) -> str | None:
+    """The same scripted conversations with both environments (their own methods), then scored by both rubrics."""
+    from gsm8k_feedback import FinalAnswerParser, make_rubric
+
+    at_half = make_rubric(FinalAnswerParser(), 0.5)  # the rubric of a module that ignores its discount
+    for gold in dict.fromkeys([*reference.eval_dataset["answer"], *gsm8k_golds()]):
+        for what, answers in _scripts(gold):
+            case = f"gold answer {gold!r}, the model {what}"
+            try:
+                yours = await _conversation(env, gold, answers, _judged_with_hints)
+            except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+                return f"with {case}, the environment raised {type(e).__name__}: {e}"
+            expected = await _conversation(reference, gold, answers, _judged_with_hints)
+            if yours.said != expected.said:
+                why = (f"pass hints={arguments['hints']} on to FeedbackEnv(hints=hints)"
+                       if [s.split(" (")[0] for _, s in yours.said] == [s.split(" (")[0] for _, s in expected.said]
+                       else "use section 2's FeedbackEnv and FinalAnswerParser (from gsm8k_feedback)")
+                return (f"with {case}:\n  expected {_transcript(expected.said)}\n  yours    {_transcript(yours.said)}\n"
+                        + why)
+            score, want = [await rubric.score_rollout(prompt=[], completion=expected.completion, answer=gold,
+                                                      state=copy.deepcopy(expected.state))
+                           for rubric in (env.rubric, reference.rubric)]
+            if not same_score(score, want):
+                half = await at_half.score_rollout(prompt=[], completion=expected.completion, answer=gold,
+                                                   state=copy.deepcopy(expected.state))
+                why = (f"its rewards use a discount of 0.5, not discount={arguments['discount']}: define the reward "
+                       "functions inside load_environment, so that they see its `discount`"
+                       if arguments["discount"] != 0.5 and same_score(score, half) else
+                       "parse the model's LAST turn (its last assistant message, not the environment's 'Correct.'), "
+                       "and discount per model turn")
+                return (f"with {case} ({_transcript(expected.said)}), your rubric scored {score.metrics} (reward "
+                        f"{score.reward}); section 2's scores {want.metrics} (reward {want.reward}): {why}")
+    return None
