@@ -3,7 +3,8 @@
 A check never raises, so Run All always completes: an exercise left as committed says "not yet". The
 learner's code runs in a worker thread with a time limit (a loop that never ends is stopped and named), what
 it prints is cut after PRINT_LIMIT characters, and whatever it raises, SystemExit included, becomes the hint;
-only the kernel's interrupt button stops a check (helpers.worker_thread).
+only the kernel's interrupt button stops a check (helpers.worker_thread). A check adds nothing to the
+learner's traces: it scores hundreds of rollouts, and Weave's verifiers integration would record each.
 Each notebook's checks live in their own module here (`notebook_00.py`, ...), registered with
 `@checks_exercise("<name>")`: the function receives the learner's value and returns None when it is
 right, or a hint in plain words when it is not. Solutions are in solutions/<notebook>.md.
@@ -65,6 +66,15 @@ class _CappedText(io.TextIOBase):
         return "".join(self.kept) + cut
 
 
+def _untraced():
+    """Weave records no call made inside (a context variable: the worker thread gets a copy of it)."""
+    try:
+        from weave.trace.context.call_context import tracing_disabled
+    except ImportError:  # no Weave: nothing is traced anyway
+        return contextlib.nullcontext()
+    return tracing_disabled()
+
+
 def check(name: str, value: Any) -> None:
     """Check an exercise's answer and say so in one line (correct, or not yet with a hint)."""
     _load_checks()
@@ -74,7 +84,7 @@ def check(name: str, value: Any) -> None:
         return
     printed = _CappedText(PRINT_LIMIT)
     try:
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), _untraced():
             hint = in_worker_thread(checker, value, timeout_s=TIME_LIMIT_S)
     except WorkerTimeout:
         hint = (f"your code did not finish within {TIME_LIMIT_S:.0f} s when the check ran it (a loop that never "
