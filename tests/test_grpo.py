@@ -395,8 +395,8 @@ def test_a_fixed_thread_count_is_never_sampled(monkeypatch):
 
 
 class _SlowCompletionServer:
-    """A stand-in for llama.cpp's /completion on 127.0.0.1 (only that path): each reply of 8 tokens comes
-    after `delay_s` seconds (None: never). What PolicyServer.complete reads of the real one."""
+    """A stand-in for llama.cpp's /completion on 127.0.0.1 (only that path): each reply of n_cmpl completions
+    of 8 tokens comes after `delay_s` seconds (None: never). What PolicyServer.complete reads of the real one."""
 
     def __init__(self, tmp_path):
         import threading
@@ -407,13 +407,13 @@ class _SlowCompletionServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if outer.delay_s is None:
                     time.sleep(30)  # hung (the test gives up long before; the server thread is a daemon)
                     return
                 time.sleep(outer.delay_s)
-                data = json.dumps({"tokens": list(range(10, 18)), "completion_probabilities": [],
-                                   "stop_type": "limit"}).encode()
+                data = json.dumps([{"index": i, "tokens": list(range(10, 18)), "completion_probabilities": [],
+                                    "stop_type": "limit"} for i in range(body.get("n_cmpl", 1))]).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

@@ -8,7 +8,8 @@ with llama.cpp, which samples several sequences at once in half the time of tran
   helpers.local.gguf_export) and restarts the llama.cpp server on it: about 2 s for 135M on 2 cores
   (benchmarks/results/grpo-2026-12-03.json);
 - `complete(prompt_ids, n=...)` samples `n` completions per prompt as token ids, with the
-  log-probability the server's model gave each sampled token (before temperature);
+  log-probability the server's model gave each sampled token (before temperature); one request per
+  prompt (llama.cpp's `n_cmpl`): the prompt is read once and its n completions sampled side by side;
 - `endpoint()` is an OpenAI-compatible endpoint on the same weights, for `env.evaluate`.
 
 `CheckpointServer` has the same `sync`/`endpoint`/`stop`, with transformers serving a saved
@@ -146,19 +147,22 @@ class PolicyServer(_StoppedOnExit):
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
         rates: list[float] = []
 
-        def send(body: dict, wait_s: float) -> dict:
+        def send(body: dict, wait_s: float) -> list[dict]:
             request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
             started = time.monotonic()
             with NO_PROXY_OPENER.open(request, timeout=wait_s) as reply:
                 out = json.loads(reply.read())
-            rates.append(max(len(out.get("tokens") or []), 1) / max(time.monotonic() - started, 1e-3))
+            out = sorted(out, key=lambda o: o.get("index", 0)) if isinstance(out, list) else [out]
+            longest = max(len(o.get("tokens") or []) for o in out)  # the n sequences are sampled side by side
+            rates.append(max(longest, 1) / max(time.monotonic() - started, 1e-3))
             return out
 
-        def one(job: tuple[int, list[int]]) -> Completion:
-            index, prompt = job
+        def one(job: tuple[int, list[int], int]) -> list[Completion]:
+            first, prompt, count = job
             body = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature, "top_p": top_p,
                     "top_k": top_k, "min_p": min_p, "typical_p": 1.0, "repeat_penalty": repetition_penalty,
-                    "seed": seed + index, "n_probs": 1, "return_tokens": True, "cache_prompt": False}
+                    "seed": seed + first, "n_probs": 1, "return_tokens": True, "cache_prompt": False,
+                    "n_cmpl": count}
             wait_s = self.request_wait_s(max_tokens)
             try:
                 out = send(body, wait_s)
@@ -175,20 +179,30 @@ class PolicyServer(_StoppedOnExit):
                         f"within {2 * wait_s:.0f} s when asked again (another program may be using the cores, or "
                         f"the server hung: its log is {server.log_path}). The steps finished so far are saved "
                         "in the run's checkpoints: run the training cell again to resume.") from None
-            ids = list(out["tokens"])
-            logprobs = _aligned_logprobs(ids, out["completion_probabilities"])
-            finished = out.get("stop_type") == "eos"
-            if finished and (not ids or ids[-1] != self.eos_token_id):
-                ids.append(self.eos_token_id)  # as transformers' generate keeps it: the model learns to stop
-                logprobs.append(None)
-            return Completion(ids, logprobs, finished)
+            if len(out) != count:
+                raise EndpointError(f"The policy server returned {len(out)} completions where {count} were asked "
+                                    f"for (an xllamacpp without n_cmpl?); its log is {server.log_path}")
+            return [self._completion(o) for o in out]
 
-        jobs = list(enumerate(prompt for prompt in prompts for _ in range(n)))
-        with ThreadPoolExecutor(self.parallel) as pool:
-            completions = list(pool.map(one, jobs))
+        # One request per prompt holds `count` of the server's slots (more than `parallel` are split), and as
+        # many requests run at once as fill the slots.
+        per_request = min(n, self.parallel)
+        jobs = [(index * n + first, prompt, min(per_request, n - first))
+                for index, prompt in enumerate(prompts) for first in range(0, n, per_request)]
+        with ThreadPoolExecutor(max(1, self.parallel // per_request)) as pool:
+            completions = [c for group in pool.map(one, jobs) for c in group]
         if rates:
             self.slowest_rate = min(rates)  # what the next batch's wait follows
         return completions
+
+    def _completion(self, out: dict) -> Completion:
+        ids = list(out["tokens"])
+        logprobs = _aligned_logprobs(ids, out["completion_probabilities"])
+        finished = out.get("stop_type") == "eos"
+        if finished and (not ids or ids[-1] != self.eos_token_id):
+            ids.append(self.eos_token_id)  # as transformers' generate keeps it: the model learns to stop
+            logprobs.append(None)
+        return Completion(ids, logprobs, finished)
 
     def _running(self) -> LocalModelServer:
         if self.server is None or not self.server.is_running():
