@@ -138,7 +138,7 @@ FIGURES = [
     Claim("README.md", r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
           NB, notebook_minutes("00_setup"), 0.05),
     Claim("README.md", r"a reward of your own \| CPU \| ([\d.]+) —", NB, notebook_minutes("01_traced_gsm8k_eval"), 0.05),
-    Claim("README.md", r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+) —", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
+    Claim("README.md", r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+), measured before", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
     Claim("README.md", r"see below \| (\d+) \(", GRPO, grpo_mean("notebook_minutes"), 0.5),
     Claim("README.md", r"see below \| \d+ \((\d+) training", GRPO, grpo_mean("train_minutes"), 0.5),
     Claim("README.md", r"\d+ training, (\d+)–\d+ s/step", GRPO, grpo_runs("sec_per_step", "server", min), 0.5),
