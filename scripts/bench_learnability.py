@@ -83,9 +83,11 @@ NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 
 ONE_STEP_20 = {"difficulty": "one-step", "max_number": 20}  # base ~22% strict (--explore): room to learn
 ONE_LINE_PROMPT = ("Solve the math problem in one short line of working. "
                    "On the last line, write the final answer as '#### <number>'.")
-SHORT_DESIGN = {  # issue 29's design: short completions, 32 a step, truncated ones masked, pass@1 sampled
+SHORT_DESIGN = {  # issue 29's design: short completions, 32 a step, truncated ones masked, pass@1 sampled; the
+    # temperature from screen-2026-12-05.json (one short line, 48 tokens: pass@1 0.20 and pass@8 0.66 at 0.6, against
+    # 0.11 and 0.53 at 0.9), notebook 02's learning rate
     "max_completion_length": 48, "eval_max_tokens": 48, "num_generations": 8, "prompts_per_step": 4,
-    "mask_truncated": True, "temperature": 0.9, "learning_rate": 2e-5, "num_eval": 100, "eval_samples": 4,
+    "mask_truncated": True, "temperature": 0.6, "learning_rate": 5e-5, "num_eval": 100, "eval_samples": 4,
     "steps": 30}
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
