@@ -267,6 +267,43 @@ def grpo_steps(seed: int, key: str, steps: slice, rollouts: str = "server") -> C
     return read
 
 
+SCREEN = "screen-2026-12-05.json"
+
+
+def screen(task: str, *path) -> Callable[[dict], float]:
+    """A screened task's figure (tasks[...][path...]) as a percentage."""
+    def read(data: dict) -> float:
+        value = next(r for r in data["tasks"] if r["task"] == task)
+        for part in path:
+            value = value[part]
+        return 100 * value
+    return read
+
+
+CLAIMS += [
+    Claim(NB02, r"greedy reply holds the right\nnumber (\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(NB02, r"temperature 0.9 holds it only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB02, r"at least one is right for (\d+)% of the", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim(NB02, r"the gap of (\d+) points is what it", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"), 0.5),
+    Claim(NB02, r"keeps that: greedy (\d+)%", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(NB02, r"keeps that: greedy \d+%, pass@1\n(\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB02, r"keeps that: greedy \d+%, pass@1\n\d+%, pass@8 (\d+)%", SCREEN,
+          screen("arith-1step-20-short", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim(NB02, r"both rise \(pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient"), 0.5),
+    Claim(NB02, r"both rise \(pass@1 \d+%, pass@8 (\d+)% for the short form", SCREEN,
+          screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient"), 0.5),
+    Claim(NB02, r"almost never writes the right number: pass@8 (\d+)%", SCREEN,
+          screen("arith-1step-20-answer-only", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim("scripts/bench_learnability.py", r"pass@1 ([\d.]+) and pass@8 [\d.]+ at 0.6", SCREEN,
+          lambda d: screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient")(d) / 100, 0.005),
+    Claim("scripts/bench_learnability.py", r"pass@1 [\d.]+ and pass@8 ([\d.]+) at 0.6", SCREEN,
+          lambda d: screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient")(d) / 100, 0.005),
+    Claim("scripts/bench_learnability.py", r"against\s+#?\s*([\d.]+) and [\d.]+ at 0.9", SCREEN,
+          lambda d: screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient")(d) / 100, 0.005),
+    Claim("scripts/bench_learnability.py", r"against\s+#?\s*[\d.]+ and ([\d.]+) at 0.9", SCREEN,
+          lambda d: screen("arith-1step-20-short", "sampled_t0.9", "pass8_lenient")(d) / 100, 0.005),
+]
+
 CLAIMS += [
     Claim(NB02, r"the defaults train for about (\d+) minutes: ~\d+ s per step", GRPO, grpo_mean("train_minutes"), 0.5),
     Claim(NB02, r"the defaults train for about \d+ minutes: ~(\d+) s per step", GRPO, grpo_mean("sec_per_step"), 0.5),
