@@ -72,7 +72,8 @@ class Setting:
     eval_max_tokens: int = 200
     num_eval: int = 200
     reward: str = "hash_format"  # "hash_format" or "one_answer_line" beside correct_answer (x 0.5), or
-    # "correct_only": correct_one_line alone (the right number in exactly one '####' line; no format term)
+    # "correct_only": correct_one_line alone (the right number in exactly one '####' line; no format term), or
+    # "last_number": last_number_right alone (the reply's last number is the gold one, whatever the format)
     top_p: float = 1.0
     mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the cap carries no loss
     eval_samples: int = 0  # >0: also sample this many completions a held-out problem at the training temperature
@@ -102,6 +103,10 @@ SETTINGS: dict[str, Setting] = {
                                    "in exactly one '####' line, no format term", "word-arithmetic",
                                    {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="correct_only",
                                    **SHORT_DESIGN),
+    "arith-short-last-number": Setting("the same as arith-short-correct, rewarding only a right last number, "
+                                       "whatever the format", "word-arithmetic",
+                                       {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="last_number",
+                                       **SHORT_DESIGN),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
@@ -145,6 +150,13 @@ def correct_one_line(parser, completion, answer: str, **kwargs) -> float:
     return correct_answer(parser, completion, answer) * one_answer_line(completion)
 
 
+def last_number_right(completion, answer: str, **kwargs) -> float:
+    """1.0 when the reply's last number is the gold one, whatever the format: a reward about being right only."""
+    if isinstance(completion, list):
+        completion = "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+    return lenient_correct(str(completion), answer)
+
+
 def load_env(setting: Setting, num_train: int = 400):
     """The setting's verifiers environment: its dataset (training prompts), eval_dataset (held-out)
     and rubric (correct_answer + 0.5 x the format reward)."""
@@ -169,8 +181,11 @@ def load_env(setting: Setting, num_train: int = 400):
         env.rubric = vf.Rubric(funcs=[correct_answer, one_answer_line], weights=[1.0, 0.5], parser=env.parser)
     elif setting.reward == "correct_only":
         env.rubric = vf.Rubric(funcs=[correct_one_line], weights=[1.0], parser=env.parser)
+    elif setting.reward == "last_number":
+        env.rubric = vf.Rubric(funcs=[last_number_right], weights=[1.0], parser=env.parser)
     elif setting.reward != "hash_format":
-        raise ValueError(f"reward must be 'hash_format', 'one_answer_line' or 'correct_only', not {setting.reward!r}")
+        raise ValueError("reward must be 'hash_format', 'one_answer_line', 'correct_only' or 'last_number', "
+                         f"not {setting.reward!r}")
     return env
 
 
@@ -357,7 +372,9 @@ def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int 
             prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in chunk["prompt"]]
             out = server.complete(prompt_ids, n=setting.num_generations, max_tokens=setting.max_completion_length,
                                   temperature=setting.temperature, top_p=setting.top_p, seed=seed * 100_003 + r * 1000)
-            right = correct_one_line if setting.reward == "correct_only" else correct_answer
+            right = {"correct_only": correct_one_line,
+                     "last_number": lambda parser, text, answer: last_number_right(text, answer)}.get(
+                setting.reward, correct_answer)
             kept = []  # (prompt length, prompt + completion) of each right, finished completion
             for i, completion in enumerate(out):
                 index = i // setting.num_generations
