@@ -131,14 +131,19 @@ def gsm8k_easy(split: str, max_annotations: int = 2):
     return gsm8k_course.prepare(raw)
 
 
+def reply_text(completion) -> str:
+    """A completion as text: chat messages (what the rubric passes) become the assistant's words."""
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+    return str(completion)
+
+
 def one_answer_line(completion, **kwargs) -> float:
     """1.0 when the reply holds exactly one '####' and a number follows it; else 0.0: a list of '#### N'
     lines earns nothing, an answer followed by more text still does (notebook 02's exercise)."""
-    if isinstance(completion, list):
-        completion = "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
     from gsm8k_course import extract_hash_answer
 
-    text = str(completion)
+    text = reply_text(completion)
     return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
 
 
@@ -152,9 +157,7 @@ def correct_one_line(parser, completion, answer: str, **kwargs) -> float:
 
 def last_number_right(completion, answer: str, **kwargs) -> float:
     """1.0 when the reply's last number is the gold one, whatever the format: a reward about being right only."""
-    if isinstance(completion, list):
-        completion = "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
-    return lenient_correct(str(completion), answer)
+    return lenient_correct(reply_text(completion), answer)
 
 
 def load_env(setting: Setting, num_train: int = 400):
@@ -400,7 +403,6 @@ def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int 
         result["train_minutes"] = round((time.monotonic() - started) / 60, 2)
         server.sync(model, step=rounds)
         result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
-    result["training"] = {"sec_per_step": None}
     result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 

@@ -91,14 +91,9 @@ def held_out(task: Task, n: int) -> tuple[list[list[dict]], list[str]]:
     import word_arithmetic
     from gsm8k_course import HASH_SYSTEM_PROMPT
 
-    problems = []
-    for count in (4 * n, 1000):  # more than n when only some templates are kept
-        try:
-            problems = word_arithmetic.generate(count, "eval", task.difficulty, task.max_number, seed=0)
-        except ValueError:  # fewer distinct problems exist: take every one there is
-            continue
-        break
-    else:
+    try:  # more than n: only some templates may be kept
+        problems = word_arithmetic.generate(4 * n, "eval", task.difficulty, task.max_number, seed=0)
+    except ValueError:  # fewer distinct problems exist: take every one there is
         problems = _every_problem(task)
     problems = [p for p in problems if not task.kinds or p.kind in task.kinds][:n]
     system = ONE_LINE_PROMPT if task.short else HASH_SYSTEM_PROMPT
