@@ -47,6 +47,19 @@ class EvalRun:
         return folder
 
 
+def paired_bootstrap(differences: list[float], resamples: int = 10_000) -> tuple[float, float]:
+    """95% interval of the mean of paired differences (one per problem: after minus before on the same
+    problem), by resampling the problems with replacement; seeded, so the same data give the same interval."""
+    import random
+
+    n = len(differences)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    rng = random.Random(0)
+    means = sorted(sum(differences[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return (means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1])
+
+
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     """95% Wilson score interval for a proportion: sensible even at 0 or n successes."""
     if n == 0:
