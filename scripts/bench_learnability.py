@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import os
-import random
 import re
 import sys
 import tempfile
@@ -107,6 +106,12 @@ SETTINGS: dict[str, Setting] = {
                                        "whatever the format", "word-arithmetic",
                                        {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="last_number",
                                        **SHORT_DESIGN),
+    "arith-short-bf16": Setting("the last-number design with steps half as big and nearly twice as many: lr 2.5e-5, "
+                                "50 steps, bfloat16 autocast (2 x faster a step on a CPU with avx512_bf16: "
+                                "learnability-timing-2026-12-05.json), cut replies trained on (they earn 0)",
+                                "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
+                                reward="last_number", **{**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50,
+                                                         "mask_truncated": False}, bf16=True),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
@@ -394,7 +399,7 @@ def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int 
                     loss = sum(_completion_loss(model, ids, length) for length, ids in batch) / len(batch)
                     loss.backward()
                     optimizer.step()
-                    losses.append(float(loss))
+                    losses.append(loss.item())
             model.eval()
             result["curve"].append({"round": r + 1, "sampled": len(out), "kept": len(kept),
                                     "mean_loss": round(sum(losses) / len(losses), 4) if losses else None,
@@ -519,13 +524,12 @@ def t_quantile_975(df: int) -> float:
 def difference(base: list[int], afters: list[list[int]], resamples: int = 10_000) -> dict:
     """after - base (mean over seeds), with a paired bootstrap interval over problems and a
     t-interval over seeds."""
+    from helpers.evaluation import paired_bootstrap
+
     n = len(base)
     per_problem = [sum(a[i] for a in afters) / len(afters) - base[i] for i in range(n)]
     mean = sum(per_problem) / n
-    rng = random.Random(0)
-    boots = sorted(sum(per_problem[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    out = {"mean": round(mean, 4), "bootstrap_95": [round(boots[int(0.025 * resamples)], 4),
-                                                    round(boots[int(0.975 * resamples) - 1], 4)]}
+    out = {"mean": round(mean, 4), "bootstrap_95": [round(x, 4) for x in paired_bootstrap(per_problem, resamples)]}
     per_seed = [sum(a) / n - sum(base) / n for a in afters]
     if len(per_seed) >= 2:
         sd = math.sqrt(sum((d - mean) ** 2 for d in per_seed) / (len(per_seed) - 1))
