@@ -106,6 +106,10 @@ SETTINGS: dict[str, Setting] = {
                                        "whatever the format", "word-arithmetic",
                                        {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="last_number",
                                        **SHORT_DESIGN),
+    "arith-short-last-number-unmasked": Setting("the last-number design with cut replies trained on (they earn 0 "
+                                                "unless their last number is right), not masked", "word-arithmetic",
+                                                {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, reward="last_number",
+                                                **{**SHORT_DESIGN, "mask_truncated": False}),
     "arith-short-bf16": Setting("the last-number design with steps half as big and nearly twice as many: lr 2.5e-5, "
                                 "50 steps, bfloat16 autocast (2 x faster a step on a CPU with avx512_bf16: "
                                 "learnability-timing-2026-12-05.json), cut replies trained on (they earn 0)",
