@@ -195,6 +195,64 @@ def plot_before_after(table: pd.DataFrame, components: list[str]) -> Figure:
     return fig
 
 
+# ----------------------------------------------------------------------------- the committed designs
+
+
+def _interval(low: float, high: float) -> str:
+    return f"{low:+.1%} to {high:+.1%}" + ("" if low > 0 or high < 0 else ", not significant")
+
+
+def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
+    """One row per training design, from bench_learnability's summaries (a result file's "summary", or its
+    "summary_expert_iteration"): held-out pass@1 sampled at the training temperature (lenient) before and
+    after, the gain with its paired 95% bootstrap interval and per seed, greedy lenient before and after,
+    the '####' line in the sampled replies, and the minutes of training."""
+    rows = {}
+    for label, s in summaries.items():
+        gain, greedy = s["diff_sampled_lenient"], s["diff_lenient"]
+        rows[label] = {"seeds": len(s["seeds"]), "pass@1 before": s["base_sampled_lenient"],
+                       "pass@1 after": s["after_sampled_lenient"], "gain": gain["mean"],
+                       "gain, 95% interval": _interval(*gain["bootstrap_95"]),
+                       "gain per seed": ", ".join(f"{g:+.1%}" for g in gain["per_seed"]),
+                       "greedy before": s["base_lenient"], "greedy after": s["after_lenient"],
+                       "greedy gain, 95% interval": _interval(*greedy["bootstrap_95"]),
+                       "'####' line before": s["base_sampled_format"], "'####' line after": s["after_sampled_format"],
+                       "training minutes": s["train_minutes"]}
+    return pd.DataFrame(rows).T
+
+
+def plot_sampled_accuracy(record: dict, reward: str = "last_number_right") -> Figure:
+    """GRPO beside expert iteration on one result file of bench_learnability: the share of each training
+    batch's sampled completions that were right (GRPO: each step's mean of `reward`; expert iteration: each
+    round's share kept, right and finished), against the completions sampled so far; and the held-out
+    pass@1 at the training temperature before and after (one point per seed)."""
+    fig, ((batches, held_out),) = _figure(11.0, 3.4, 1, 2)
+    per_step = record["num_generations"] * record["prompts_per_step"]
+    for run in record.get("runs", []):
+        steps = run["training"]["per_step"]
+        batches.plot([per_step * (i + 1) for i in range(len(steps))],
+                     [e.get(f"rewards/{reward}/mean") for e in steps], lw=1, alpha=0.8, label=f"GRPO, seed {run['seed']}")
+    for run in record.get("expert_iteration_runs", []):
+        done = [0]
+        for point in run["curve"]:
+            done.append(done[-1] + point["sampled"])
+        batches.plot(done[1:], [p["kept"] / p["sampled"] for p in run["curve"]], marker="o", lw=2,
+                     label=f"expert iteration, seed {run['seed']}")
+    batches.set(xlabel="completions sampled so far", ylabel="share right", ylim=(0, 1),
+                title="training batches (not held-out problems)")
+    batches.legend(fontsize=7)
+    base = record["base"]["sampled_lenient"]
+    for x, (key, method) in enumerate((("runs", "GRPO"), ("expert_iteration_runs", "expert iteration"))):
+        afters = [run["after"]["sampled_lenient"] for run in record.get(key, [])]
+        held_out.scatter([x] * len(afters), afters, zorder=3, label=f"{method}, after (a seed each)")
+    held_out.axhline(base, color="grey", ls="--", label="before training")
+    held_out.set(xticks=[0, 1], xticklabels=["GRPO", "expert iteration"], xlim=(-0.5, 1.5), ylim=(0, 1),
+                 ylabel="pass@1", title=f"held-out pass@1 at temperature {record['temperature']}")
+    held_out.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 # ----------------------------------------------------------------------------- what the run learned
 
 

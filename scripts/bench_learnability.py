@@ -658,26 +658,33 @@ def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, exp
 
 def print_table(records: list[dict]) -> None:
     header = ("setting", "base strict/lenient", "after strict/lenient", "diff strict [boot 95%] [t 95%]",
-              "diff lenient", "steps", "min", "s/step (gen/sync/upd)", "hack before->after", "goal")
+              "diff lenient", "sampled pass@1 before->after, diff [boot 95%]", "steps", "min",
+              "s/step (gen/sync/upd)", "hack before->after", "goal")
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")
     for record in records:
-        s = record.get("summary") or summarize(record)
-        if not s:
-            base = record.get("base")
-            if base:
-                print(f"| {record['setting']} | {base['strict']:.3f} / {base['lenient']:.3f} | (no runs) |"
-                      + " |" * (len(header) - 3))
-            continue
-        d, dl = s["diff_strict"], s["diff_lenient"]
-        t = d.get("t_95_over_seeds")
-        split = "/".join(f"{s[k]:.1f}" if s.get(k) is not None else "-" for k in
-                         ("sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"))
-        print(f"| {record['setting']} | {s['base_strict']:.3f} / {s['base_lenient']:.3f} | "
-              f"{s['after_strict']:.3f} / {s['after_lenient']:.3f} | {d['mean']:+.3f} {d['bootstrap_95']}"
-              f"{f' {t}' if t else ''} | {dl['mean']:+.3f} {dl['bootstrap_95']} | {s['steps']} "
-              f"(seeds {s['seeds']}) | {s['train_minutes']:.1f} | {s['sec_per_step']} ({split}) | "
-              f"{s['base_hack']:.2f} -> {s['after_hack']:.2f} | {'yes' if s['reaches_goal'] else 'no'} |")
+        rows = [(record["setting"], record.get("summary") or summarize(record))]
+        if record.get("expert_iteration_runs"):
+            rows.append((record["setting"] + " (expert iteration)", record.get("summary_expert_iteration")
+                         or summarize(record, "expert_iteration_runs")))
+        for name, s in rows:
+            if not s:
+                base = record.get("base")
+                if base:
+                    print(f"| {name} | {base['strict']:.3f} / {base['lenient']:.3f} | (no runs) |" + " |" * (len(header) - 3))
+                continue
+            d, dl = s["diff_strict"], s["diff_lenient"]
+            t = d.get("t_95_over_seeds")
+            split = "/".join(f"{s[k]:.1f}" if s.get(k) is not None else "-" for k in
+                             ("sec_per_step_generation", "sec_per_step_sync", "sec_per_step_update"))
+            ds = s.get("diff_sampled_lenient")
+            sampled = (f"{s['base_sampled_lenient']:.3f} -> {s['after_sampled_lenient']:.3f}, {ds['mean']:+.3f} "
+                       f"{ds['bootstrap_95']}" if ds else "-")
+            print(f"| {name} | {s['base_strict']:.3f} / {s['base_lenient']:.3f} | "
+                  f"{s['after_strict']:.3f} / {s['after_lenient']:.3f} | {d['mean']:+.3f} {d['bootstrap_95']}"
+                  f"{f' {t}' if t else ''} | {dl['mean']:+.3f} {dl['bootstrap_95']} | {sampled} | {s['steps']} "
+                  f"(seeds {s['seeds']}) | {s['train_minutes']:.1f} | {s['sec_per_step']} ({split}) | "
+                  f"{s['base_hack']:.2f} -> {s['after_hack']:.2f} | {'yes' if s['reaches_goal'] else 'no'} |")
 
 
 def main() -> None:

@@ -487,3 +487,18 @@ def test_a_slow_policy_server_is_waited_for_and_a_hung_one_named(tmp_path):
     finally:
         policy.server = None
         fake.stop()
+
+
+def test_design_table_and_curves_from_a_committed_learnability_file():
+    from helpers.local.paths import PROJECT_ROOT
+
+    record = json.loads((PROJECT_ROOT / "benchmarks/results/learnability-arith-short-last-number-2026-12-05.json").read_text())
+    table = grpo_views.design_table({"GRPO": record["summary"], "expert iteration": record["summary_expert_iteration"]})
+    gain = record["summary_expert_iteration"]["diff_sampled_lenient"]
+    assert table.loc["expert iteration", "gain"] == gain["mean"] and table.loc["GRPO", "seeds"] == len(record["runs"])
+    assert table.loc["GRPO", "gain, 95% interval"].endswith("not significant")
+    assert not table.loc["expert iteration", "gain, 95% interval"].endswith("not significant")
+    fig = grpo_views.plot_sampled_accuracy(record)
+    curves = fig.axes[0].get_lines()
+    assert len(curves) == len(record["runs"]) + len(record["expert_iteration_runs"])
+    assert len(curves[0].get_xdata()) == record["steps"] and curves[0].get_xdata()[-1] == 32 * record["steps"]
