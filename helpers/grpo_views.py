@@ -221,18 +221,18 @@ def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def plot_sampled_accuracy(record: dict, reward: str = "last_number_right") -> Figure:
-    """GRPO beside expert iteration on one result file of bench_learnability: the share of each training
-    batch's sampled completions that were right (GRPO: each step's mean of `reward`; expert iteration: each
-    round's share kept, right and finished), against the completions sampled so far; and the held-out
-    pass@1 at the training temperature before and after (one point per seed)."""
+def plot_sampled_accuracy(grpo: dict, expert_iteration: dict, reward: str = "last_number_right") -> Figure:
+    """GRPO's runs of one bench_learnability result file beside the expert-iteration runs of another (or the
+    same): the share of each training batch's sampled completions that were right (GRPO: each step's mean of
+    `reward`; expert iteration: each round's share kept, right and finished) against the completions sampled
+    so far; and the held-out pass@1 at the training temperature before (a line) and after (a point a seed)."""
     fig, ((batches, held_out),) = _figure(11.0, 3.4, 1, 2)
-    per_step = record["num_generations"] * record["prompts_per_step"]
-    for run in record.get("runs", []):
+    per_step = grpo["num_generations"] * grpo["prompts_per_step"]
+    for run in grpo.get("runs", []):
         steps = run["training"]["per_step"]
         batches.plot([per_step * (i + 1) for i in range(len(steps))],
                      [e.get(f"rewards/{reward}/mean") for e in steps], lw=1, alpha=0.8, label=f"GRPO, seed {run['seed']}")
-    for run in record.get("expert_iteration_runs", []):
+    for run in expert_iteration.get("expert_iteration_runs", []):
         done = [0]
         for point in run["curve"]:
             done.append(done[-1] + point["sampled"])
@@ -241,13 +241,14 @@ def plot_sampled_accuracy(record: dict, reward: str = "last_number_right") -> Fi
     batches.set(xlabel="completions sampled so far", ylabel="share right", ylim=(0, 1),
                 title="training batches (not held-out problems)")
     batches.legend(fontsize=7)
-    base = record["base"]["sampled_lenient"]
-    for x, (key, method) in enumerate((("runs", "GRPO"), ("expert_iteration_runs", "expert iteration"))):
+    for x, (record, key, method) in enumerate(((grpo, "runs", "GRPO"),
+                                               (expert_iteration, "expert_iteration_runs", "expert iteration"))):
         afters = [run["after"]["sampled_lenient"] for run in record.get(key, [])]
-        held_out.scatter([x] * len(afters), afters, zorder=3, label=f"{method}, after (a seed each)")
-    held_out.axhline(base, color="grey", ls="--", label="before training")
+        held_out.scatter([x] * len(afters), afters, zorder=3, label=f"{method}: after, a point a seed")
+        held_out.hlines(record["base"]["sampled_lenient"], x - 0.3, x + 0.3, color="grey", ls="--",
+                        label="before training" if x == 0 else None)
     held_out.set(xticks=[0, 1], xticklabels=["GRPO", "expert iteration"], xlim=(-0.5, 1.5), ylim=(0, 1),
-                 ylabel="pass@1", title=f"held-out pass@1 at temperature {record['temperature']}")
+                 ylabel="pass@1", title=f"held-out pass@1 at temperature {grpo['temperature']}")
     held_out.legend(fontsize=7)
     fig.tight_layout()
     return fig

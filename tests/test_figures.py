@@ -87,7 +87,7 @@ def test_every_stated_figure_matches_its_result_file(claim):
     text = stated_text(claim.stated_in)
     found = re.search(claim.pattern, text, flags=re.DOTALL)
     assert found, f"{claim.stated_in} no longer states this figure (/{claim.pattern}/): update the registry"
-    stated = float(found.group(1).replace("−", "-"))
+    stated = float(found.group(1).replace("−", "-").replace(",", ""))  # 1,600 is 1600
     actual = claim.value(json.loads((RESULTS / claim.result).read_text()))
     assert abs(stated - actual) <= claim.tolerance + 1e-9, f"{claim.stated_in} says {stated}, {claim.result} says {actual}"
 
@@ -268,6 +268,23 @@ def grpo_steps(seed: int, key: str, steps: slice, rollouts: str = "server") -> C
 
 
 SCREEN = "screen-2026-12-05.json"
+BF16, LAST, CORRECT = ("learnability-arith-short-bf16-2026-12-05.json", "learnability-arith-short-last-number-2026-12-05.json",
+                       "learnability-arith-short-correct-2026-12-05.json")
+TIMING = "learnability-timing-2026-12-05.json"
+
+
+def expert(key: str, scale: float = 100, *path) -> Callable[[dict], float]:
+    """summary_expert_iteration[key][path...] x scale."""
+    def read(data: dict) -> float:
+        value = data["summary_expert_iteration"][key]
+        for part in path:
+            value = value[part]
+        return value * scale
+    return read
+
+
+def step_seconds(setting: str) -> Callable[[dict], float]:
+    return lambda data: next(t["sec_per_step"] for t in data["timings"] if t["setting"] == setting)
 
 
 def screen(task: str, *path) -> Callable[[dict], float]:
@@ -326,23 +343,15 @@ CLAIMS += [
     Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → ([\d.]+) and", GRPO, grpo_steps(0, "hash_format", slice(4, 8)), 0.005),
     Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → [\d.]+ and ([\d.]+) →", GRPO, grpo_steps(1, "hash_format", slice(0, 4)), 0.005),
     Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → [\d.]+ and [\d.]+ → ([\d.]+)", GRPO, grpo_steps(1, "hash_format", slice(4, 8)), 0.005),
-    Claim(NB02, r"one-step problems with numbers up to 20: ([\d.]+)%\s+strict", ARITH, summary("base_strict"), 0.05),
-    Claim(NB02, r"strict, ([\d.]+)% lenient, on \d+ held-out", ARITH, summary("base_lenient"), 0.05),
-    Claim(NB02, r"lenient, on (\d+) held-out problems", ARITH, lambda d: d["base"]["n"], 0),
-    Claim(NB02, r"strict\naccuracy went from ([\d.]+)% to", ARITH, summary("base_strict"), 0.05),
-    Claim(NB02, r"strict\naccuracy went from [\d.]+% to ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
-    *[Claim(NB02, r"\(the three seeds: " + r"\d+%, " * i + r"(\d+)%", ARITH, summary("after_strict_per_seed", 100, i), 0.5)
-      for i in range(3)],
+    Claim(NB02, r"taught the format instead: strict accuracy\n([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
+    Claim(NB02, r"taught the format instead: strict accuracy\n[\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
+    Claim(NB02, r"\((\d+) seeds; the difference's 95% interval", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
     Claim(NB02, r"the difference's 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB02, r"the difference's 95% interval −?[\d.]+ to\n\+?([\d.]+)\s+points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
-    Claim(NB02, r"lenient accuracy \*fell\*, ([\d.]+)% to", ARITH, summary("base_lenient"), 0.05),
-    Claim(NB02, r"lenient accuracy \*fell\*, [\d.]+% to ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
-    Claim(NB02, r"format rose from (\d+)% to \d+% and", ARITH, summary("base_format"), 0.5),
-    Claim(NB02, r"format rose from \d+% to (\d+)% and", ARITH, summary("after_format"), 0.5),
-    Claim(NB02, r"`####` lines from (\d+)% to \d+%: the same hack", ARITH, summary("base_multi_hash"), 0.5),
-    Claim(NB02, r"`####` lines from \d+% to (\d+)%: the same hack", ARITH, summary("after_multi_hash"), 0.5),
-    Claim(NB02, r"The 40 steps took (\d+) minutes", ARITH, summary("train_minutes", 1), 0.5),
-    Claim(NB02, r"about (\d+) s a step", ARITH, summary("sec_per_step", 1), 0.5),
+    Claim(NB02, r"the difference's 95% interval −?[\d.]+ to \+?([\d.]+)\s+points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB02, r"the `####` format\n(\d+)% → \d+%", ARITH, summary("base_format"), 0.5),
+    Claim(NB02, r"the `####` format\n\d+% → (\d+)%", ARITH, summary("after_format"), 0.5),
+    Claim(NB02, r"two or more `####` lines (\d+)% → \d+%", ARITH, summary("base_multi_hash"), 0.5),
+    Claim(NB02, r"two or more `####` lines \d+% → (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
     Claim(NB02, r"before training, 2\+ `####` lines (\d+)%", HACK, hack("hash_format", "base_multi_hash"), 0.5),
     Claim(NB02, r"before training, 2\+ `####` lines \d+%, a `####` answer (\d+)%", HACK, hack("hash_format", "base_format"), 0.5),
     Claim(NB02, r"a `####` answer \d+%, cut at the cap (\d+)%", HACK, hack("hash_format", "base_cut"), 0.5),
@@ -454,3 +463,73 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
         for name, value in parameters.items():
             assert name in ci.get(number, {}), f"notebook {number}'s tests do not run a smaller {name}"
             assert ci[number][name] <= value, f"notebook {number}: the tests run {name}={ci[number][name]}, not <= {value}"
+
+
+# notebook 02, section 11: the designs measured on the screened task, and expert iteration beside them
+CLAIMS += [
+    Claim(NB02, r"Pass@1 sampled at 0.6 went from ([\d.]+)% to", BF16, summary("base_sampled_lenient"), 0.05),
+    Claim(NB02, r"Pass@1 sampled at 0.6 went from [\d.]+% to ([\d.]+)%", BF16, summary("after_sampled_lenient"), 0.05),
+    Claim(NB02, r"\n\+([\d.]+) points \(95% interval", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(NB02, r"points \(95% interval \+([\d.]+) to \+[\d.]+; every", BF16,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB02, r"points \(95% interval \+[\d.]+ to \+([\d.]+); every", BF16,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    *[Claim(NB02, r"every seed gained: " + r"\+[\d.]+,? (?:and )?" * i + r"\+([\d.]+)", BF16,
+            summary("diff_sampled_lenient", 100, "per_seed", i), 0.05) for i in range(3)],
+    Claim(NB02, r"and greedy from (\d+)% to\n\d+%", BF16, summary("base_lenient"), 0.5),
+    Claim(NB02, r"and greedy from \d+% to\n(\d+)%", BF16, summary("after_lenient"), 0.5),
+    Claim(NB02, r"\n\d+% \(\+([\d.]+) points, interval", BF16, summary("diff_lenient", 100, "mean"), 0.05),
+    Claim(NB02, r"points, interval \+([\d.]+) to \+[\d.]+\): GRPO", BF16, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB02, r"points, interval \+[\d.]+ to \+([\d.]+)\): GRPO", BF16, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB02, r"Training took (\d+) to \d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(NB02, r"Training took \d+ to (\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(NB02, r"a step of this design ([\d.]+) times as fast", TIMING,
+          lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
+    Claim(NB02, r"times as fast \(([\d.]+) →", TIMING, step_seconds("arith-short-last-number"), 0.05),
+    Claim(NB02, r"times as fast \([\d.]+ → ([\d.]+) s", TIMING, step_seconds("arith-short-last-number_bf16=true"), 0.05),
+    Claim(NB02, r"float32, about (\d+) s a step", TIMING, step_seconds("arith-short-last-number"), 0.5),
+    Claim(NB02, r"the same reward gained ([\d.]+) points in one seed", LAST, summary("diff_sampled_lenient", 100, "per_seed", 0), 0.05),
+    Claim(NB02, r"taught the line \((\d+)% →", CORRECT, summary("base_sampled_format"), 0.5),
+    Claim(NB02, r"taught the line \(\d+% → (\d+)% of replies", CORRECT, summary("after_sampled_format"), 0.5),
+    Claim(NB02, r"\n\((\d+)% → [\d.]+% of replies, so strict", BF16, summary("base_sampled_format"), 0.5),
+    Claim(NB02, r"\n\(\d+% → ([\d.]+)% of replies, so strict", BF16, summary("after_sampled_format"), 0.05),
+    Claim(NB02, r"replies \(greedy, (\d+) →", BF16, summary("base_mean_tokens", 1), 0.5),
+    Claim(NB02, r"replies \(greedy, \d+ → (\d+) tokens", BF16, summary("after_mean_tokens", 1), 0.5),
+    Claim(NB02, r"in the one seed measured, pass@1 (\d+)% →", LAST, expert("base_sampled_lenient"), 0.5),
+    Claim(NB02, r"in the one seed measured, pass@1 \d+% → (\d+)%", LAST, expert("after_sampled_lenient"), 0.5),
+    Claim(NB02, r"and greedy\n(\d+)% → \d+% \(", LAST, expert("base_lenient"), 0.5),
+    Claim(NB02, r"and greedy\n\d+% → (\d+)% \(", LAST, expert("after_lenient"), 0.5),
+    Claim(NB02, r"\d+% → \d+% \(\+(\d+) points, interval \+\d+ to", LAST, expert("diff_lenient", 100, "mean"), 0.5),
+    Claim(NB02, r"points, interval \+(\d+) to \+\d+\), from", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
+    Claim(NB02, r"points, interval \+\d+ to \+(\d+)\), from", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
+    Claim(NB02, r"from (\d+) sampled completions in", LAST,
+          lambda d: sum(p["sampled"] for p in d["expert_iteration_runs"][0]["curve"]), 0),
+    Claim(NB02, r"sampled completions in ([\d.]+) minutes", LAST, expert("train_minutes", 1), 0.05),
+    Claim(NB02, r"\(the GRPO design\nsampled ([\d,]+)\)", BF16,
+          lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
+    Claim(NB02, r"strict accuracy (\d+)% → \d+%\. It imitates", LAST, expert("base_strict"), 0.5),
+    Claim(NB02, r"strict accuracy \d+% → (\d+)%\. It imitates", LAST, expert("after_strict"), 0.5),
+    Claim(NB02, r"`####` lines went (\d+)% → \d+%\. A likely", LAST, expert("base_multi_hash"), 0.5),
+    Claim(NB02, r"`####` lines went \d+% → (\d+)%\. A likely", LAST, expert("after_multi_hash"), 0.5),
+]
+CLAIMS += [
+    Claim(GUIDE, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(GUIDE, r"greedy is right \d+-(\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(GUIDE, r"one sample at 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(GUIDE, r"held-out pass@1 sampled at 0.6 from ([\d.]+)% to", BF16, summary("base_sampled_lenient"), 0.05),
+    Claim(GUIDE, r"held-out pass@1 sampled at 0.6 from [\d.]+% to ([\d.]+)%", BF16, summary("after_sampled_lenient"), 0.05),
+    Claim(GUIDE, r"\(\+([\d.]+) points, interval \+[\d.]+ to \+[\d.]+, every seed", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(GUIDE, r"points, interval \+([\d.]+) to \+[\d.]+, every seed", BF16, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(GUIDE, r"points, interval \+[\d.]+ to \+([\d.]+), every seed", BF16, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(GUIDE, r"above 0\), greedy (\d+)% →", BF16, summary("base_lenient"), 0.5),
+    Claim(GUIDE, r"above 0\), greedy \d+% → (\d+)%", BF16, summary("after_lenient"), 0.5),
+    Claim(GUIDE, r"It took (\d+)-\d+ minutes of training a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(GUIDE, r"It took \d+-(\d+) minutes of training a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(GUIDE, r"bfloat16, (\d+) seeds\n", BF16, lambda d: len(d["summary"]["seeds"]), 0),
+    Claim("README.md", r"raised held-out pass@1 from ([\d.]+)% to", BF16, summary("base_sampled_lenient"), 0.05),
+    Claim("README.md", r"raised held-out pass@1 from [\d.]+% to ([\d.]+)%", BF16, summary("after_sampled_lenient"), 0.05),
+    Claim("README.md", r"to [\d.]+% in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim("README.md", r"to [\d.]+% in \d+-(\d+) minutes a seed, (\d+) seeds", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim("README.md", r"minutes a seed, (\d+) seeds, in bfloat16", BF16, lambda d: len(d["summary"]["seeds"]), 0),
+]
+

@@ -498,7 +498,7 @@ def test_design_table_and_curves_from_a_committed_learnability_file():
     assert table.loc["expert iteration", "gain"] == gain["mean"] and table.loc["GRPO", "seeds"] == len(record["runs"])
     assert table.loc["GRPO", "gain, 95% interval"].endswith("not significant")
     assert not table.loc["expert iteration", "gain, 95% interval"].endswith("not significant")
-    fig = grpo_views.plot_sampled_accuracy(record)
+    fig = grpo_views.plot_sampled_accuracy(record, record)
     curves = fig.axes[0].get_lines()
     assert len(curves) == len(record["runs"]) + len(record["expert_iteration_runs"])
     assert len(curves[0].get_xdata()) == record["steps"] and curves[0].get_xdata()[-1] == 32 * record["steps"]
