@@ -241,10 +241,11 @@ NB03, TOOLS = "notebooks/03_multiturn_and_tools.ipynb", "tool_calls-2026-12-04.j
 NO_GRAMMAR, GRAMMAR = "JSON reply + worked example, no grammar", "JSON reply + worked example"
 
 
-def summary(key: str, scale: float = 100, *path) -> Callable[[dict], float]:
-    """summary[key][path...] x scale (a percentage by default)."""
+def summary(key: str, scale: float = 100, *path, block: str = "summary") -> Callable[[dict], float]:
+    """block[key][path...] x scale (a percentage by default); block: a result file's "summary", or
+    "summary_expert_iteration"."""
     def read(data: dict) -> float:
-        value = data["summary"][key]
+        value = data[block][key]
         for part in path:
             value = value[part]
         return value * scale
@@ -274,13 +275,7 @@ TIMING = "learnability-timing-2026-12-05.json"
 
 
 def expert(key: str, scale: float = 100, *path) -> Callable[[dict], float]:
-    """summary_expert_iteration[key][path...] x scale."""
-    def read(data: dict) -> float:
-        value = data["summary_expert_iteration"][key]
-        for part in path:
-            value = value[part]
-        return value * scale
-    return read
+    return summary(key, scale, *path, block="summary_expert_iteration")
 
 
 def step_seconds(setting: str) -> Callable[[dict], float]:
