@@ -527,4 +527,9 @@ CLAIMS += [
     Claim("README.md", r"to [\d.]+% in \d+-(\d+) minutes a seed, (\d+) seeds", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
     Claim("README.md", r"minutes a seed, (\d+) seeds, in bfloat16", BF16, lambda d: len(d["summary"]["seeds"]), 0),
 ]
+CLAIMS += [
+    Claim(NB02, r"not easier for this model \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
+    Claim(NB02, r"not easier for this model \(greedy \d+%, pass@8 (\d+)% at 0.9", SCREEN,
+          screen("arith-addsub-20", "sampled_t0.9", "pass8_lenient"), 0.5),
+]
 
