@@ -96,7 +96,8 @@ def hash_lines(text: str) -> int:
     return sum("####" in line for line in str(text).splitlines())
 
 
-def _text(completion: Any) -> str:
+def reply_text(completion: Any) -> str:
+    """A completion as text: chat messages (what a rubric passes) become the assistant's words."""
     if isinstance(completion, list):
         return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
     return str(completion)
@@ -173,7 +174,7 @@ class RubricRewards:
             return _traced_batch(self, prompts, completions, answers, self.batches)
 
     def _batch(self, prompts, completions, answers) -> dict:
-        key = (tuple(_text(c) for c in completions), tuple(answers))  # by content: the same batch, scored once
+        key = (tuple(reply_text(c) for c in completions), tuple(answers))  # by content: the same batch, scored once
         with self._lock:
             if key == self._cache_key:
                 return self.last_batch["scores"]
@@ -181,7 +182,7 @@ class RubricRewards:
             scores = self.score(prompts, completions, answers)
             self.scoring_ended = time.monotonic()
             self._cache_key = key
-            self.last_batch = {"completions": [_text(c) for c in completions], "answers": list(answers),
+            self.last_batch = {"completions": [reply_text(c) for c in completions], "answers": list(answers),
                                "scores": scores}
             self.error_log.extend({"batch": self.batches, **error} for error in scores["errors"])
         for func in {error["reward_func"] for error in scores["errors"]}:

@@ -198,8 +198,9 @@ def plot_before_after(table: pd.DataFrame, components: list[str]) -> Figure:
 # ----------------------------------------------------------------------------- the committed designs
 
 
-def _interval(low: float, high: float) -> str:
-    return f"{low:+.1%} to {high:+.1%}" + ("" if low > 0 or high < 0 else ", not significant")
+def _interval(low: float, high: float, digits: int = 1) -> str:
+    """The interval as 'low to high', with ', not significant' where it includes 0."""
+    return f"{low:+.{digits}%} to {high:+.{digits}%}" + ("" if low > 0 or high < 0 else ", not significant")
 
 
 def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
@@ -326,17 +327,15 @@ def changes(before, after) -> pd.DataFrame:
     rows = {}
     for column in ("correct answer", FORMAT, CUT, MULTI):
         diffs = (a.loc[common, column] - b.loc[common, column]).dropna()
-        low, high = paired_bootstrap(list(diffs)) if len(diffs) else (float("nan"), float("nan"))
+        low, high = paired_bootstrap(list(diffs))  # NaN, like the mean, when the runs lack the column
         rows[column] = {"before": b.loc[common, column].mean(), "after": a.loc[common, column].mean(),
-                        "change": diffs.mean() if len(diffs) else float("nan"), "low": low, "high": high,
-                        "examples": len(diffs)}
+                        "change": diffs.mean(), "low": low, "high": high, "examples": len(diffs)}
     return pd.DataFrame(rows).T
 
 
 def _said(row: pd.Series) -> str:
-    spans_zero = not (row["low"] > 0 or row["high"] < 0)
-    return (f"{row['before']:.0%} -> {row['after']:.0%} ({row['change']:+.0%}, 95% interval {row['low']:+.0%} to "
-            f"{row['high']:+.0%}{', not significant' if spans_zero else ''})")
+    return (f"{row['before']:.0%} -> {row['after']:.0%} ({row['change']:+.0%}, 95% interval "
+            f"{_interval(row['low'], row['high'], digits=0)})")
 
 
 def what_it_learned(before, after) -> str:

@@ -140,17 +140,12 @@ def gsm8k_easy(split: str, max_annotations: int = 2):
     return gsm8k_course.prepare(raw)
 
 
-def reply_text(completion) -> str:
-    """A completion as text: chat messages (what the rubric passes) become the assistant's words."""
-    if isinstance(completion, list):
-        return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
-    return str(completion)
-
-
 def one_answer_line(completion, **kwargs) -> float:
     """1.0 when the reply holds exactly one '####' and a number follows it; else 0.0: a list of '#### N'
     lines earns nothing, an answer followed by more text still does (notebook 02's exercise)."""
     from gsm8k_course import extract_hash_answer
+
+    from helpers.grpo import reply_text
 
     text = reply_text(completion)
     return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
@@ -166,6 +161,8 @@ def correct_one_line(parser, completion, answer: str, **kwargs) -> float:
 
 def last_number_right(completion, answer: str, **kwargs) -> float:
     """1.0 when the reply's last number is the gold one, whatever the format: a reward about being right only."""
+    from helpers.grpo import reply_text
+
     return lenient_correct(reply_text(completion), answer)
 
 
