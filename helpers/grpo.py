@@ -21,6 +21,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 import resource
 import threading
 import time
@@ -35,6 +36,7 @@ from helpers.gpu.backend import (  # noqa: F401 - the cells reach the backend th
     BACKENDS,
     BackendUnavailable,
     choose_backend,
+    cpu_has_bf16,
     device_settings,
     eval_server_dtype,
     lora_config,
@@ -87,13 +89,38 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
-# ----------------------------------------------------------------------------- rewards
+# ----------------------------------------------------------------------------- the CPU task and its rewards
+
+# Notebook 02's prompt on the CPU's task (one-step word problems): one short line of working fits its 48 tokens
+ONE_LINE_PROMPT = ("Solve the math problem in one short line of working. "
+                   "On the last line, write the final answer as '#### <number>'.")
 
 
 def hash_lines(text: str) -> int:
     """How many lines of a completion hold a '####' answer marker: 2 or more is the gamed format
     (a list of '#### N' lines instead of one answer)."""
     return sum("####" in line for line in str(text).splitlines())
+
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")  # '18', '-3', '1,200', '0.5' (gsm8k_course's number pattern)
+
+
+def last_number(text: str) -> str:
+    """The last number anywhere in a reply, canonical as gsm8k_course writes answers ('1,200.' -> '1200');
+    '' when the reply holds none."""
+    from gsm8k_course import canonical_number
+
+    numbers = NUMBER.findall(str(text))
+    return canonical_number(numbers[-1]) if numbers else ""
+
+
+def last_number_right(completion: Any, answer: str) -> float:
+    """The course's reference for notebook 02's reward (and the 'lenient' accuracy the benchmarks report): 1.0
+    when the reply's last number is the gold answer, whatever the format."""
+    from gsm8k_course import canonical_number
+
+    number = last_number(reply_text(completion))
+    return 1.0 if number and number == canonical_number(answer) else 0.0
 
 
 def reply_text(completion: Any) -> str:

@@ -13,10 +13,11 @@ import html
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from gsm8k_course import extract_hash_answer
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
 
-from helpers.grpo import hash_lines
+from helpers.grpo import hash_lines, last_number_right
 
 TIME_PARTS = {"generation_s": "generation", "sync_s": "weight sync", "scoring_s": "scoring", "update_s": "update"}
 METRIC_COLUMNS = {  # log key (TRL's, verifiers', StepTimer's) -> column
@@ -258,7 +259,10 @@ def plot_sampled_accuracy(grpo: dict, expert_iteration: dict, reward: str = "las
 # ----------------------------------------------------------------------------- what the run learned
 
 
-FORMAT, CUT, MULTI = "'#### N' format", "cut at max_tokens", "2+ '####' lines"  # behaviour() columns
+# behaviour() columns: the right number (anywhere last, or after '####'), the format, and the signs of a gamed format
+RIGHT, RIGHT_HASH = "right number (last in the reply)", "right number after '####'"
+FORMAT, CUT, MULTI = "'#### N' format", "cut at max_tokens", "2+ '####' lines"
+SHARES = (RIGHT, RIGHT_HASH, FORMAT, CUT, MULTI)
 
 
 def _indicators(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -266,17 +270,20 @@ def _indicators(rollouts: pd.DataFrame) -> pd.DataFrame:
     nan = pd.Series(float("nan"), index=rollouts.index)
     return pd.DataFrame({
         "example": rollouts.get("example", pd.Series(range(len(rollouts)), index=rollouts.index)),
-        "correct answer": rollouts.get("correct_answer", nan),
-        FORMAT: rollouts.get("hash_format", nan),
+        RIGHT: pd.Series([last_number_right(text, str(gold)) for text, gold in
+                          zip(rollouts["completion"], rollouts["answer"])], index=rollouts.index, dtype=float),
+        RIGHT_HASH: rollouts.get("correct_answer", nan),
+        FORMAT: rollouts["completion"].map(lambda text: float(bool(extract_hash_answer(text)))),
         CUT: (rollouts["finish_reason"] == "length").astype(float) if "finish_reason" in rollouts else nan,
         MULTI: (rollouts["completion"].map(hash_lines) >= 2).astype(float),
     })
 
 
 def behaviour(runs: dict) -> pd.DataFrame:
-    """One row per labelled EvalRun: what its completions did, beside what they earned. The '####' format
-    and correct answers, and the signs of a gamed format: completions cut at max_tokens, their length,
-    the '####' lines per completion and the share with two or more."""
+    """One row per labelled EvalRun: what its completions did, beside what they earned. The right number
+    (the reply's last, whatever the format; and after '####', the environment's correct_answer), the '####'
+    format, and the signs of a gamed format: completions cut at max_tokens, their length, the '####' lines
+    per completion and the share with two or more."""
     rows = {}
     for label, run in runs.items():
         if run is None:
@@ -284,7 +291,7 @@ def behaviour(runs: dict) -> pd.DataFrame:
         r = run.rollouts
         shares = _indicators(r).drop(columns="example").mean()
         rows[label] = {
-            "rollouts": len(r), "correct answer": shares["correct answer"], FORMAT: shares[FORMAT], CUT: shares[CUT],
+            "rollouts": len(r), **{name: shares[name] for name in (RIGHT, RIGHT_HASH, FORMAT, CUT)},
             "completion tokens": r["completion_tokens"].mean() if "completion_tokens" in r else float("nan"),
             "'####' lines per completion": r["completion"].map(hash_lines).mean(), MULTI: shares[MULTI],
         }
@@ -325,7 +332,7 @@ def changes(before, after) -> pd.DataFrame:
     b, a = (_indicators(run.rollouts).groupby("example").mean() for run in (before, after))
     common = b.index.intersection(a.index)
     rows = {}
-    for column in ("correct answer", FORMAT, CUT, MULTI):
+    for column in SHARES:
         diffs = (a.loc[common, column] - b.loc[common, column]).dropna()
         low, high = paired_bootstrap(list(diffs))  # NaN, like the mean, when the runs lack the column
         rows[column] = {"before": b.loc[common, column].mean(), "after": a.loc[common, column].mean(),
@@ -346,16 +353,25 @@ def what_it_learned(before, after) -> str:
     table = changes(before, after)
     n = int(table["examples"].max())
     lines = [f"On {n} held-out examples (a change's interval: paired bootstrap over examples):",
-             f"- the '#### N' format: {_said(table.loc[FORMAT])}",
-             f"- correct answers: {_said(table.loc['correct answer'])}"]
+             f"- the right number (the reply's last, whatever the format): {_said(table.loc[RIGHT])}",
+             f"- the right number after '####': {_said(table.loc[RIGHT_HASH])}",
+             f"- the '#### N' format: {_said(table.loc[FORMAT])}"]
     signs = {"completions cut at max_tokens": table.loc[CUT], "completions with 2+ '####' lines": table.loc[MULTI]}
     lines += [f"- {what}: {_said(row)}" for what, row in signs.items()]
+    right = table.loc[RIGHT]
+    if right["low"] > 0:
+        lines.append("It answers more of these problems right, beyond chance.")
+    elif right["high"] < 0:
+        lines.append("It answers fewer of these problems right, beyond chance.")
+    else:
+        lines.append("Whether it answers more of these problems right is not significant on these examples.")
     risen = [what for what, row in signs.items() if row["change"] >= HACK_RISE]
     sure = [what for what in risen if signs[what]["low"] > 0]
     if table.loc[FORMAT, "change"] > 0 and sure:
         lines.append(f"REWARD HACKING: {' and '.join(sure)} rose by {HACK_RISE:.0%} or more, beyond chance. The "
-                     "model earns the format reward without answering better: it writes '#### N' lines, as many "
-                     "as fit, instead of a solution.")
+                     "model earns the format reward " + ("while answering better, " if right["low"] > 0 else
+                                                         "without answering better: ") +
+                     "it writes '#### N' lines, as many as fit, where one answer would do.")
     elif risen:
         lines.append(f"Possibly a gamed format: {' and '.join(risen)} rose by {HACK_RISE:.0%} or more, but on "
                      f"{n} examples the interval includes no change: not significant. More examples (or seeds) "

@@ -7,6 +7,11 @@ own figures (before/after, what it learned) as measured in workshop order.
     .venv/bin/python scripts/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
     .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
     .venv/bin/python scripts/bench_notebooks.py 04 --fresh-v1-env  # notebook 04, its environment made anew
+    .venv/bin/python scripts/bench_notebooks.py 01 02 --solved   # with every exercise solved (solutions/)
+
+With --solved each exercise cell holds its solution (tests/notebook_run.py's solved_copy), as a learner who
+solved them runs the notebook: notebook 02 then trains with the learner's reward as the solution writes it
+(as committed, its reward exercise is a blank that pays for the wrong thing).
 
 A section is a "## " heading and the cells under it; its minutes are the sum of its cells' run times
 as papermill records them. Notebook 04 runs in its own kernel (.venv-v1): scripts/setup_v1_env.sh
@@ -56,9 +61,11 @@ def sections(notebook: dict) -> list[dict]:
     return [{"section": s["section"], "minutes": round(s["seconds"] / 60, 2)} for s in found]
 
 
-GRPO_FIGURES = ("steps", "train_minutes", "sec_per_step", "before_source", "before_reward", "after_reward",
-                "before_accuracy", "after_accuracy", "reward_first", "reward_last", "hash_format_first",
-                "hash_format_last", "behaviour", "verdict", "yours_steps", "peak_rss_gb")
+GRPO_FIGURES = ("steps", "train_minutes", "sec_per_step", "generation_s_sec_per_step", "sync_s_sec_per_step",
+                "update_s_sec_per_step", "before_source", "before_reward", "after_reward", "before_accuracy",
+                "after_accuracy", "held_out", "reward_first", "reward_last", "last_number_right_first",
+                "last_number_right_last", "correct_answer_first", "correct_answer_last", "behaviour", "verdict",
+                "yours_steps", "peak_rss_gb")
 
 
 def grpo_figures(runs: Path, path: Path) -> dict:
@@ -78,10 +85,14 @@ def main() -> None:
     parser.add_argument("numbers", nargs="*", help="notebook numbers, e.g. 00 02 (default: all)")
     parser.add_argument("--fresh-v1-env", action="store_true",
                         help="delete .venv-v1 and time making it anew (notebook 04's environment)")
+    parser.add_argument("--solved", action="store_true", help="every exercise cell replaced by its solution")
     args = parser.parse_args()
     import os
 
     from helpers.local.notebook_runner import NOTEBOOKS, execute, uninstall_learner_module
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from notebook_run import solved_copy
 
     paths = [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not args.numbers or p.name[:2] in args.numbers]
     info = machine_info()
@@ -96,7 +107,9 @@ def main() -> None:
         for path in paths:
             print(f"bench_notebooks: {path.name} ...", flush=True)
             started = time.monotonic()
-            executed = execute(path, Path(runs) / path.name)
+            (Path(runs) / "solved").mkdir(exist_ok=True)
+            source = solved_copy(path, Path(runs) / "solved") if args.solved else path
+            executed = execute(source, Path(runs) / path.name)
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
                             "sections": sections(executed), **grpo_figures(Path(runs), path)})
             print(f"  {results[-1]['minutes']} min", flush=True)
@@ -106,7 +119,7 @@ def main() -> None:
         print(f"\n{result['notebook']}: {result['minutes']} min")
         for section in result["sections"]:
             print(f"  {section['minutes']:6.2f}  {section['section']}")
-    write_result("notebooks", info, {"notebooks": results, **extra,
+    write_result("notebooks", info, {"notebooks": results, **extra, "solved": args.solved,
                                      "total_minutes": round(sum(r["minutes"] for r in results), 2)},
                  suffix="-".join(args.numbers))  # a subset does not replace the all-notebooks file
 

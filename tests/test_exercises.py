@@ -293,6 +293,38 @@ def _hack(kind):
     return one_answer_line
 
 
+def _last_number(kind):
+    from gsm8k_course import canonical_number
+
+    number = r"-?\d[\d,]*(?:\.\d+)?"
+
+    def last_number_right(completion, answer, **kwargs) -> float:
+        reply = completion[-1]["content"]
+        numbers = re.findall(number, reply)
+        if kind == "right":
+            return float(bool(numbers) and canonical_number(numbers[-1]) == canonical_number(answer))
+        if kind == "blank":  # as committed: the gold anywhere in the reply
+            return float(canonical_number(answer) in reply)
+        if kind == "first number":
+            return float(bool(numbers) and canonical_number(numbers[0]) == canonical_number(answer))
+        if kind == "any number":
+            return float(any(canonical_number(n) == canonical_number(answer) for n in numbers))
+        if kind == "raw text":
+            return float(bool(numbers) and numbers[-1] == answer)
+        if kind == "digits only":
+            digits = re.findall(r"\d+", reply)
+            return float(bool(digits) and digits[-1] == canonical_number(answer))
+        if kind == "the '####' answer":
+            return float(kwargs["parser"].parse_answer(completion) == canonical_number(answer))
+        if kind == "float()":
+            return float(bool(numbers) and float(numbers[-1]) == float(answer))
+        if kind == "words after it":  # the reply must end with the number
+            match = re.search(number + r"\W*$", reply)
+            return float(bool(match) and canonical_number(match.group().rstrip(". ")) == canonical_number(answer))
+        raise ValueError(kind)
+    return last_number_right
+
+
 def _feedback(kind):
     from gsm8k_course import canonical_number
 
@@ -512,6 +544,15 @@ def _table():
             ("only the first function", _adapter("one function"), "one TRL function per rubric function"),
             ("a '####' parser, not the rubric's", _adapter("a '####' parser"), "the rubric's parser"),
         ]),
+        "02-last-number": (_last_number("right"), _last_number("blank"), [
+            ("the first number", _last_number("first number"), "no '####' line"),
+            ("any number in the reply", _last_number("any number"), "a wrong one last"),
+            ("the raw text compared", _last_number("raw text"), "12.0 is 12"),
+            ("a digits-only pattern", _last_number("digits only"), "12.0 is 12"),
+            ("the '####' answer only", _last_number("the '####' answer"), "no '####' line"),
+            ("float() of the raw text", _last_number("float()"), "with a comma"),
+            ("the reply must end with the number", _last_number("words after it"), "words after it"),
+        ]),
         "02-close-the-hack": (_hack("right"), _hack("format only"), [
             ("the answer must be the last line", _hack("last line"), "text after the one answer line is fine"),
             ("'####' lines counted, not markers", _hack("lines"), "count the '####' markers"),
@@ -579,6 +620,7 @@ _EXERCISES_IN_TABLE = (
     "02-group-advantages",
     "02-no-signal",
     "02-reward-adapter",
+    "02-last-number",
     "02-close-the-hack",
     "03-feedback-hints",
     "03-is-completed",

@@ -75,10 +75,10 @@ CLAIMS = [
     Claim("helpers/gpu/backend.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s", "update-batch1-2026-12-03.json",
           case(bf16=False, gradient_checkpointing=True), 0.05),
     # notebook 02's CI parameters (tests/test_notebook_02.py)
-    Claim("tests/test_notebook_02.py", r"signal-2026-12-03.json: ([\d.]+)% of groups", "signal-2026-12-03.json",
-          signal_row(128, "groups_with_signal", 100), 0.05),
-    Claim("tests/test_notebook_02.py", r"within 64 tokens ([\d.]+)%", "signal-ci-short-2026-12-05.json",
-          signal_row(64, "groups_with_signal", 100), 0.5),
+    Claim("tests/test_notebook_02.py", r"a share of ([\d.]+) of the groups had equal rewards",
+          "learnability-arith-short-bf16-2026-12-05.json",
+          lambda d: sum(v := [s["frac_reward_zero_std"] for r in d["runs"] for s in r["training"]["per_step"][:2]]) / len(v),
+          0.0005),
 ]
 
 
@@ -161,13 +161,6 @@ FIGURES = [
     Claim("README.md", r"first time: about (\d+) minutes on\s+2 cores", "endpoint-quick-2026-12-03.json",
           lambda d: d["fresh_setup_s"] / 60, 0.5),
     # notebook 02's and 04's headers
-    Claim("notebooks/02_traced_grpo_training.ipynb", r"the defaults take (\d+) minutes end to end", GRPO,
-          grpo_mean("notebook_minutes"), 0.5),
-    Claim("notebooks/02_traced_grpo_training.ipynb", r"end to end, (\d+) of them training", GRPO, grpo_mean("train_minutes"), 0.5),
-    Claim("notebooks/02_traced_grpo_training.ipynb", r"of them training at (\d+)–\d+ s/step", GRPO,
-          grpo_runs("sec_per_step", "server", min), 0.5),
-    Claim("notebooks/02_traced_grpo_training.ipynb", r'with `rollouts = "generate"` (\d+) minutes at', GRPO,
-          grpo_mean("notebook_minutes", "generate"), 0.5),
     Claim("notebooks/04_verifiers_v1.ipynb", r"With the defaults it took ([\d.]+) minutes on a \*\*busy\*\*", NB04,
           notebook_minutes("04_verifiers_v1"), 0.05),
     Claim("notebooks/04_verifiers_v1.ipynb", r"\(load average ([\d.]+) before", NB04, lambda d: d["load_avg_before"][0], 0.05),
@@ -328,12 +321,6 @@ CLAIMS += [
     Claim(NB02, r"step and training about (\d+) minutes", GRPO, grpo_mean("train_minutes", "generate"), 0.5),
     Claim(NB02, r"The format reward rises from ~([\d.]+) to", GRPO, grpo_mean("hash_format_first"), 0.05),
     Claim(NB02, r"The format reward rises from ~[\d.]+ to ~([\d.]+) over the run", GRPO, grpo_mean("hash_format_last"), 0.05),
-    Claim(NB02, r"format rose from ([\d.]+)-[\d.]+ to", GRPO, grpo_runs("hash_format_first", None, min), 0.005),
-    Claim(NB02, r"format rose from [\d.]+-([\d.]+) to", GRPO, grpo_runs("hash_format_first", None, max), 0.005),
-    Claim(NB02, r"format rose from [\d.]+-[\d.]+ to\s+([\d.]+)-", GRPO, grpo_runs("hash_format_last", None, min), 0.005),
-    Claim(NB02, r"format rose from [\d.]+-[\d.]+ to\s+[\d.]+-([\d.]+) while", GRPO, grpo_runs("hash_format_last", None, max), 0.005),
-    Claim(NB02, r"the 200-token cap went\s+from ([\d.]+) to", GRPO, grpo_steps(0, "clipped_ratio", slice(0, 5)), 0.005),
-    Claim(NB02, r"the 200-token cap went\s+from [\d.]+ to ([\d.]+)", GRPO, grpo_steps(0, "clipped_ratio", slice(-5, None)), 0.005),
     Claim(GUIDE, r"steps 1–4 vs 5–8: ([\d.]+) →", GRPO, grpo_steps(0, "hash_format", slice(0, 4)), 0.005),
     Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → ([\d.]+) and", GRPO, grpo_steps(0, "hash_format", slice(4, 8)), 0.005),
     Claim(GUIDE, r"steps 1–4 vs 5–8: [\d.]+ → [\d.]+ and ([\d.]+) →", GRPO, grpo_steps(1, "hash_format", slice(0, 4)), 0.005),
@@ -347,19 +334,6 @@ CLAIMS += [
     Claim(NB02, r"the `####` format\n\d+% → (\d+)%", ARITH, summary("after_format"), 0.5),
     Claim(NB02, r"two or more `####` lines (\d+)% → \d+%", ARITH, summary("base_multi_hash"), 0.5),
     Claim(NB02, r"two or more `####` lines \d+% → (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
-    Claim(NB02, r"before training, 2\+ `####` lines (\d+)%", HACK, hack("hash_format", "base_multi_hash"), 0.5),
-    Claim(NB02, r"before training, 2\+ `####` lines \d+%, a `####` answer (\d+)%", HACK, hack("hash_format", "base_format"), 0.5),
-    Claim(NB02, r"a `####` answer \d+%, cut at the cap (\d+)%", HACK, hack("hash_format", "base_cut"), 0.5),
-    Claim(NB02, r"cut at the cap \d+%, correct (\d+)%", HACK, hack("hash_format", "base_strict"), 0.5),
-    Claim(NB02, r"After the default reward: 2\+ `####` lines (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
-    Claim(NB02, r"After the default reward: 2\+ `####` lines \d+%, `####` answer (\d+)%", HACK, hack("hash_format", "after_format"), 0.5),
-    Claim(NB02, r"After the default reward: [^\n]*, cut (\d+)%", HACK, hack("hash_format", "after_cut"), 0.5),
-    Claim(NB02, r"After the default reward: [^\n]*, correct (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
-    Claim(NB02, r"After `one_answer_line`: 2\+ `####` lines (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
-    Claim(NB02, r"After `one_answer_line`: [^\n]*`####` answer (\d+)%", HACK, hack("one_answer_line", "after_format"), 0.5),
-    Claim(NB02, r"exactly one `####` line (\d+)%", HACK, hack("one_answer_line", "after_one_answer_line"), 0.5),
-    Claim(NB02, r"exactly one `####` line \d+%, cut (\d+)%", HACK, hack("one_answer_line", "after_cut"), 0.5),
-    Claim(NB02, r"exactly one `####` line \d+%, cut \d+%,\ncorrect (\d+)%", HACK, hack("one_answer_line", "after_strict"), 0.5),
 ]
 
 
@@ -385,10 +359,10 @@ CLAIMS += [
     Claim(GUIDE, r"and the format \(\d+% → (\d+)%\)", HACK, hack("hash_format", "after_format"), 0.5),
     Claim(GUIDE, r"correct answers (\d+)% →", HACK, hack("hash_format", "base_strict"), 0.5),
     Claim(GUIDE, r"correct answers \d+% → (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
-    Claim(GUIDE, r"reward, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
-    Claim(GUIDE, r"reward, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+    Claim(GUIDE, r"format term, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
+    Claim(GUIDE, r"format term, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
     Claim(GUIDE, r"40 steps,\s+(\d+) seeds", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
-    Claim(GUIDE, r"with the default\s+reward \(correct \+ 0.5 × any `#### <number>` line\), on (\d+) held-out", ARITH,
+    Claim(GUIDE, r"with the reward correct \+ 0.5 × any `#### <number>` line, on (\d+) held-out", ARITH,
           lambda d: d["base"]["n"], 0),
     Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100), 0.05),
     Claim(NB03, r"of the rollouts, (\d+) calls, of which", TOOLS, tool_row(NO_GRAMMAR, "tool calls"), 0),
@@ -459,6 +433,27 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
             assert name in ci.get(number, {}), f"notebook {number}'s tests do not run a smaller {name}"
             assert ci[number][name] <= value, f"notebook {number}: the tests run {name}={ci[number][name]}, not <= {value}"
 
+
+# notebook 02: why this task (cell 0, section 2), what the design that learned also taught (section 11), the hack
+# where it reproduced and where it did not (section 12)
+SHORT_T06 = ("arith-1step-20-short", "sampled_t0.6")
+CLAIMS += [
+    Claim(NB02, r"one sample at temperature 0.6\s+is right (\d+)% of the time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(NB02, r"one of 8 samples is right for (\d+)% of the problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(NB02, r"right number for (\d+)% of these problems", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(NB02, r"one sample at temperature 0.6 for (\d+)%", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(NB02, r"and one of 8 samples for (\d+)%", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(NB02, r"the `####` line fell from (\d+)% to\s+[\d.]+% of the sampled replies", BF16, summary("base_sampled_format"), 0.5),
+    Claim(NB02, r"the `####` line fell from \d+% to\s+([\d.]+)% of the sampled replies", BF16,
+          summary("after_sampled_format"), 0.05),
+    Claim(NB02, r"\(3 seeds, (\d+) held-out problems\), the `####` line fell", BF16, lambda d: d["base"]["n"], 0),
+    Claim(NB02, r"replies\s+with two or more `####` lines went from (\d+)% to \d+%", ARITH, summary("base_multi_hash"), 0.5),
+    Claim(NB02, r"replies\s+with two or more `####` lines went from \d+% to (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
+    Claim(NB02, r"any-`####` reward \(2\+ `####` lines (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
+    Claim(NB02, r"any-`####` reward \(2\+ `####` lines \d+% → (\d+)%\)", HACK, hack("hash_format", "after_multi_hash"), 0.5),
+    Claim(NB02, r"with `one_answer_line`, (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
+    Claim(NB02, r"with `one_answer_line`, \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+]
 
 # notebook 02, section 11: the designs measured on the screened task, and expert iteration beside them
 CLAIMS += [

@@ -365,6 +365,22 @@ def test_what_it_learned_says_not_significant_when_the_interval_spans_zero():
     assert row["low"] == 0.0 and row["examples"] == 4
 
 
+def test_what_it_learned_reads_the_right_number_from_the_replies_whatever_the_format():
+    """The right number is the reply's last (as notebook 02's reward reads it), '####' or not: a run that
+    drops the '####' line while answering right shows both, each with its interval."""
+    before = _eval_run("before", ["4 + 3 = 7\n#### 7", "It is 70.", "#### 70", "About 12."] * 5, ["stop"] * 20)
+    after = _eval_run("after", ["4 + 3 = 72", "It is 72.", "So 72", "72 apples."] * 5, ["stop"] * 20)
+    table = grpo_views.changes(before, after)
+    assert table.loc[grpo_views.RIGHT, "before"] == 0.0 and table.loc[grpo_views.RIGHT, "after"] == 1.0
+    assert table.loc[grpo_views.FORMAT, "before"] == 0.5 and table.loc[grpo_views.FORMAT, "after"] == 0.0
+    verdict = grpo_views.what_it_learned(before, after)
+    assert "the right number (the reply's last, whatever the format): 0% -> 100%" in verdict
+    assert "It answers more of these problems right, beyond chance." in verdict
+    assert "the '#### N' format: 50% -> 0% (-50%, 95% interval -" in verdict
+    assert "It answers fewer" in grpo_views.what_it_learned(after, before)
+    assert grpo_views.behaviour({"after": after}).loc["after", grpo_views.RIGHT] == 1.0
+
+
 def test_paired_bootstrap_interval():
     from helpers.evaluation import paired_bootstrap
 

@@ -14,20 +14,16 @@ from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
 RUN_NAME = "02_ci"
-# A one-line worked example in the system prompt makes SmolLM2 write '#### N' within 128 tokens in about
-# 1 of 4 samples, so about 2 in 3 groups of 4 have different rewards (scripts/bench_signal.py,
-# benchmarks/results/signal-2026-12-03.json: 67.5% of groups; within 96 tokens only half the groups, and one CI
-# run of 8 groups got none; within 64 tokens 40%, signal-ci-short-2026-12-05.json). 2 steps of 4 groups leave
-# about a 1 in 8,000 chance (0.325 ** 8) that no weight moves. A step costs about its tokens (16 x ~300: 22 s of
-# sampling and 34 s of update on 2 cores, tests-2026-12-05.json's run), so fewer completions, not shorter ones.
-CI_SYSTEM_PROMPT = ("Answer in one short line, then the final answer as '#### <number>'. Example:\n"
-                    "Question: Tom has 3 apples and buys 5 more. How many apples does he have?\n"
-                    "Answer: 3 + 5 = 8\n#### 8")
+# The CPU task at its own settings, fewer of everything: 2 steps of 4 prompts x 8 (the default group), 48 tokens.
+# As committed, the reward exercise pays for the gold number anywhere in the reply (the blank), which every reply
+# that earns the right-last-number reward earns too. With that reward, in the first 2 steps of the 3 committed runs
+# of notebook 02's design, a share of 0.375 of the groups had equal rewards (frac_reward_zero_std, mean of 6 steps,
+# learnability-arith-short-bf16-2026-12-05.json), so 2 steps of 4 groups leave about a 1 in 2,500 chance
+# (0.375 ** 8) that no weight moves.
 CI_PARAMETERS = {
-    "max_steps": 2, "per_device_train_batch_size": 16, "num_generations": 4, "max_completion_length": 128,
-    "learning_rate": 1e-5, "num_train_examples": 40, "num_eval_examples": 2, "eval_max_tokens": 40,
-    "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "system_prompt": CI_SYSTEM_PROMPT, "seed": 0,
-    "hack_steps": 1,
+    "max_steps": 2, "per_device_train_batch_size": 32, "num_generations": 8, "max_completion_length": 48,
+    "num_train_examples": 40, "num_eval_examples": 4, "eval_samples": 2, "eval_max_tokens": 48,
+    "save_steps": 2, "resume": "never", "run_name": RUN_NAME, "seed": 0, "hack_steps": 1,
 }
 
 
@@ -46,11 +42,14 @@ def test_runs_to_the_end_as_committed(executed):
     text = outputs_text(executed["notebook"], html=True)
     assert "Traceback" not in text and "Error" not in text.replace("RewardFunctionFailing", "")
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
-    assert text.count("not yet — 02-") == 4  # the exercises as committed: checked, not solved
+    assert text.count("not yet — 02-") == 5  # the exercises as committed: checked, not solved
     assert_every_check(executed["notebook"], NOTEBOOK)  # and each solution, probed in context, is correct
     assert "This run: 2 steps" in text
-    # float32, whatever an earlier bf16 config left in the environment (it once made this run ~10x slower)
-    assert "training precision: no; torch threads: " in text
+    # bfloat16 autocast only on a CPU with bfloat16 instructions, whatever an earlier config left in the
+    # environment (a leftover bf16 once made this run ~10x slower on an AVX2 CPU)
+    from helpers import grpo
+
+    assert f"training precision: {'bf16' if grpo.cpu_has_bf16() else 'no'}; torch threads: " in text
 
 
 @pytest.mark.notebook
@@ -106,9 +105,14 @@ def test_before_and_after_share_examples_sampling_and_server(executed):
 
     runs = executed["runs"] / "evals"
     before, after = load_eval_run(runs / f"{RUN_NAME}_before"), load_eval_run(runs / f"{RUN_NAME}_after")
-    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * after.info["params"]["rollouts_per_example"]
+    assert len(after.rollouts) == CI_PARAMETERS["num_eval_examples"] * CI_PARAMETERS["eval_samples"]
     assert list(before.rollouts["question"]) == list(after.rollouts["question"])
     assert before.info["params"]["sampling_args"] == after.info["params"]["sampling_args"]
+    assert before.info["params"]["sampling_args"]["temperature"] == 0.6  # the training temperature (pass@1)
+    greedy = {when: load_eval_run(runs / f"{RUN_NAME}_{when}_greedy") for when in ("before", "after")}
+    for run in greedy.values():
+        assert run.info["params"]["sampling_args"]["temperature"] == 0.0
+        assert list(run.rollouts["question"]) == list(before.rollouts["question"])[:CI_PARAMETERS["num_eval_examples"]]
     assert before.info["endpoint"] == after.info["endpoint"] == "local"  # the llama.cpp policy server
     summary = executed["summary"]
     assert summary["before_reward"] == pytest.approx(before.summary["reward"])
@@ -118,13 +122,15 @@ def test_before_and_after_share_examples_sampling_and_server(executed):
 @pytest.mark.notebook
 def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
     """Section 11: before/after completions side by side, the behaviour table and a verdict computed from it;
-    section 12: the short run with the learner's reward (here the blank, which is today's format reward)."""
+    section 12: the short run with the learner's format reward added (here the blank, which any '#### N' earns)."""
     from helpers import grpo_views
 
     summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
     assert set(summary["behaviour"]) == {"before", "after", "yours (1 steps)"}
     for row in summary["behaviour"].values():
-        assert {grpo_views.CUT, grpo_views.MULTI, grpo_views.FORMAT} <= set(row)
+        assert set(grpo_views.SHARES) - {grpo_views.MULTI} <= set(row)
+    for kind in ("sampled", "greedy"):  # each share before and after, its change and interval
+        assert {"before", "after", "change", "low", "high"} <= set(summary["held_out"][kind][grpo_views.RIGHT])
     assert summary["verdict"].splitlines()[0] in text and summary["yours_steps"] == 1
     assert "before: completion" in text and "after: completion" in text  # the side-by-side table
     runs = executed["runs"] / "evals"

@@ -230,3 +230,71 @@ def close_the_hack(func) -> str | None:
             why = gold_hint(gold) if expected == 1.0 else ""
             return f"for {text!r} (gold {gold!r}) it gave {got}, expected {expected}: " + "; ".join(filter(None, [hint, why]))
     return None
+
+
+# ----------------------------------------------------------------------------- the right last number
+
+
+def _arithmetic_rows() -> list[tuple[str, str]]:
+    """(question, gold) from the word problems notebook 02 trains on (one step, numbers up to 20), then GSM8K's
+    rows (golds written '1,080', '-3', '0.5')."""
+    from word_arithmetic import generate
+
+    problems = generate(4, "eval", "one-step", 20, 0)
+    return [(p.question, str(p.answer)) for p in problems] + list(gsm8k_rows())
+
+
+def _last_number_replies() -> list[tuple[str, str, str]]:
+    """(reply, gold, what it is) for each row: the right number last, with and without a '####' line, written
+    another way ('1,200', '1200', '12.0', '$12.'), followed by words; the right number early and another one last
+    (a worked line, a second question), a number that only contains the gold, none at all."""
+    from gsm8k_course import canonical_number
+
+    cases = []
+    for question, gold in _arithmetic_rows():
+        number = canonical_number(gold)
+        value = float(number)
+        wrong, bigger = write_number(value + 1), f"1{number.lstrip('-')}"
+        with_comma = f"{int(value):,}" if value == int(value) else number
+        cases += [
+            (f"{question[:60]} ... = {number}", gold, "the right number last, no '####' line (it must still earn 1)"),
+            (f"So it is {number}.\n#### {number}", gold, "the right number in a '####' line"),
+            (f"#### {gold}\nThe answer is: {gold} apples.", gold, "the right number, then words after it"),
+            (f"It is {with_comma}.", gold, "the right number written with a thousands comma"),
+            (f"It is {number}.0", gold, "the right number written as a decimal (12.0 is 12)"),
+            (f"That makes ${number}.", gold, "the right number after a '$', with a full stop"),
+            (f"First {number}, then {wrong}, so the answer is {wrong}.", gold, "the right number early, a wrong one last"),
+            (f"#### {number}\nQuestion: Tom has {wrong} apples.", gold,
+             "the right answer, then a new question with another number: only the LAST number counts"),
+            (f"It is {bigger}.", gold, "a number that contains the gold's digits is another number"),
+            (f"It is {wrong}.\n#### {number}", gold, "a wrong number early, the right one last"),
+            ("I do not know.", gold, "no number at all"),
+            ("", gold, "an empty reply"),
+        ]
+        if value:
+            cases.append((f"The answer is {write_number(-value)}.", gold, "the sign is part of the number"))
+    return cases
+
+
+@checks_exercise("02-last-number")
+def last_number_reward(func) -> str | None:
+    """func(completion, answer) -> 1.0 when the reply's last number is the gold one, whatever the format; tried
+    next to the course's reference (helpers.grpo.last_number_right) on replies to real problems."""
+    from gsm8k_course import HashParser
+
+    from helpers.grpo import last_number_right
+
+    if not callable(func):
+        return "last_number_right should be a reward function: def last_number_right(completion, answer, **kwargs)"
+    for text, gold, what in _last_number_replies():
+        completion = [{"role": "assistant", "content": text}]
+        expected = last_number_right(completion, gold)
+        try:  # as a rubric calls it (grpo.RubricRewards scores through one)
+            got = call_reward(func, completion=completion, answer=gold, parser=HashParser())
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            return f"for {text!r} (gold {gold!r}) it raised {type(e).__name__}: {e}" + (
+                f"; {gold_hint(gold)}" if gold_hint(gold) else "")
+        if got != expected:
+            why = "; ".join(filter(None, [what, gold_hint(gold)]))
+            return f"for {text!r} (gold {gold!r}) it gave {got}, expected {expected}: {why}"
+    return None

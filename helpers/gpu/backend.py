@@ -111,14 +111,33 @@ def start_model(backend: str = "cpu") -> Path:
                                  f"({type(e).__name__}: {e}). The GPU backends need the hub once.") from e
 
 
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # bfloat16 in hardware (the Xeons with AMX, some AMD EPYCs)
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bfloat16 natively (a flag of CPU_BF16_FLAGS in /proc/cpuinfo); False where
+    there is no /proc/cpuinfo to read (macOS, Windows): float32 is the safe default there."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return any(flag in flags for flag in CPU_BF16_FLAGS)
+
+
 def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | None = None,
-                    vllm_installed: bool | None = None, memory_gib: float | None = None) -> dict:
+                    vllm_installed: bool | None = None, memory_gib: float | None = None,
+                    cpu_bf16: bool | None = None) -> dict:
     """The GRPOConfig arguments that differ between the CPU and a GPU, and where generation stops.
 
-    cpu: float32. TRL's GRPOConfig turns bfloat16 autocast on by default, which was ~35% slower than
-    float32 for generation on an AVX-512 CPU (../shared/DESIGN.md) and 14x slower for an update on an
-    AVX2 one with no bfloat16 instructions (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores,
-    benchmarks/results/update-batch1-2026-12-03.json, written by scripts/bench_update.py --bf16).
+    cpu: bfloat16 autocast where the CPU has bfloat16 instructions (cpu_bf16=None: `cpu_has_bf16()`),
+    float32 elsewhere. With them, a step of notebook 02's design took 16.1 s in bfloat16 against 28.0 s in
+    float32 (2 cores of an AMD EPYC with avx512_bf16, benchmarks/results/learnability-timing-2026-12-05.json);
+    without them bfloat16 is emulated, 14x slower for an update on an AVX2 CPU
+    (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores, benchmarks/results/update-batch1-2026-12-03.json,
+    scripts/bench_update.py --bf16), and TRL's GRPOConfig turns it on by default: so the CPU settings always
+    say which one they use.
     Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
     barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
     (benchmarks/results/update-batch8-2026-12-03.json, written by scripts/bench_update.py).
@@ -132,12 +151,13 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     could run on into invented turns that skip_special_tokens hides.
     """
     if backend == "cpu":
-        settings = {"use_cpu": True, "bf16": False, "fp16": False, "use_vllm": False}
+        bf16 = cpu_has_bf16() if cpu_bf16 is None else cpu_bf16
+        settings = {"use_cpu": True, "bf16": bf16, "fp16": False, "use_vllm": False}
         # bf16=False alone is not enough: transformers' TrainingArguments writes ACCELERATE_MIXED_PRECISION
         # into os.environ whenever a config has bf16 or fp16 on (TRL's GRPOConfig default, a GPU plan), and a
         # later config with both off keeps what it finds there, so every later CPU trainer in the process
-        # (and every kernel it starts) would autocast to bfloat16. Say float32 where accelerate reads it.
-        os.environ["ACCELERATE_MIXED_PRECISION"] = "no"
+        # (and every kernel it starts) would autocast to bfloat16. Say the precision where accelerate reads it.
+        os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16" if bf16 else "no"
     elif backend == "verifiers":  # its trainer script trains in bf16 under DeepSpeed (training/zero3.yaml)
         settings = {"use_cpu": False, "bf16": True, "fp16": False, "use_vllm": False}
     elif backend == "gpu":

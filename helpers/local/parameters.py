@@ -107,6 +107,7 @@ GRPO_PARAMETERS: dict[str, Rule] = {  # notebook 02
     "system_prompt": text(optional=True),
     "num_train_examples": whole(at_least=1),
     "num_eval_examples": whole(at_least=1),
+    "eval_samples": whole(at_least=1, why=" (samples per held-out problem at the training temperature)"),
     "eval_max_tokens": whole(at_least=1),
     "run_name": name(),
     "before_run": name(empty_ok=True),
