@@ -62,10 +62,10 @@ def sections(notebook: dict) -> list[dict]:
 
 
 GRPO_FIGURES = ("steps", "train_minutes", "sec_per_step", "generation_s_sec_per_step", "sync_s_sec_per_step",
-                "update_s_sec_per_step", "before_source", "before_reward", "after_reward", "before_accuracy",
-                "after_accuracy", "held_out", "reward_first", "reward_last", "last_number_right_first",
-                "last_number_right_last", "correct_answer_first", "correct_answer_last", "behaviour", "verdict",
-                "yours_steps", "peak_rss_gb")
+                "scoring_s_sec_per_step", "update_s_sec_per_step", "before_source", "before_reward", "after_reward",
+                "before_accuracy", "after_accuracy", "held_out", "reward_first", "reward_last",
+                "last_number_right_first", "last_number_right_last", "correct_answer_first", "correct_answer_last",
+                "behaviour", "verdict", "yours_steps", "peak_rss_gb")
 
 
 def grpo_figures(runs: Path, path: Path) -> dict:

@@ -196,7 +196,7 @@ def _config(output_dir, **overrides) -> GRPOConfig:
                 "num_generations": 4, "max_completion_length": 12, "learning_rate": 1e-4, "temperature": 1.0,
                 "seed": 0, "logging_steps": 1, "save_strategy": "steps", "save_steps": 1, "save_total_limit": 1,
                 "report_to": "none", "lr_scheduler_type": "constant", "max_prompt_length": 256,
-                **grpo.device_settings("cpu")}  # float32: TRL's default bf16 autocast is slower on CPUs
+                **grpo.device_settings("cpu")}  # bfloat16 autocast only where the CPU has the instructions
     return GRPOConfig(**{**settings, **overrides})
 
 
@@ -269,6 +269,15 @@ def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path,
     assert len(kept) == 1 and (kept[0] / "final" / "model.safetensors").read_text() == "weights"
     assert "starting over (other settings); the earlier run is kept in" in said
     assert not (tmp_path / "run" / "final").exists()
+
+
+def test_a_run_trained_in_bfloat16_is_resumed_on_a_cpu_without_it(tmp_path, capsys):
+    """The instructor's run (a CPU with bfloat16 instructions) handed to a learner's laptop (float32) resumes."""
+    run_folder.prepare_run_dir(_config(tmp_path / "run", **grpo.device_settings("cpu", cpu_bf16=True)), variant="hash")
+    (tmp_path / "run" / "checkpoint-2").mkdir()
+    run_folder.prepare_run_dir(_config(tmp_path / "run", **grpo.device_settings("cpu", cpu_bf16=False)), variant="hash")
+    assert (tmp_path / "run" / "checkpoint-2").is_dir() and [p.name for p in tmp_path.iterdir()] == ["run"]
+    assert "starting over" not in capsys.readouterr().out
 
 
 def test_restarts_within_the_same_second_keep_every_earlier_run(tmp_path, monkeypatch, capsys):

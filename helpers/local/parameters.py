@@ -101,7 +101,7 @@ GRPO_PARAMETERS: dict[str, Rule] = {  # notebook 02
     "temperature": number(above=0, why=" (GRPO needs varied samples)"),
     "beta": number(at_least=0),
     "seed": whole(at_least=0, below=2**32),
-    "hack_steps": whole(at_least=1),
+    "hack_steps": whole(at_least=0, why=" (0: section 12 trains no second run)"),
     "save_steps": whole(at_least=1),
     "resume": choice("auto", "never"),
     "system_prompt": text(optional=True),

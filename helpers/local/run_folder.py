@@ -24,10 +24,13 @@ class TrainingOutOfMemory(RuntimeError):
     """Training ran out of memory; the message says which settings to lower."""
 
 
-TRAINING_FIELDS = (  # what must match for a checkpoint to be resumed (how long to train may change)
+# What must match for a checkpoint to be resumed (how long to train may change). Not bf16: on the CPU it is the
+# machine's choice (bfloat16 autocast where it has the instructions, device_settings), the weights are float32
+# either way, and an instructor's run handed to a learner's laptop must resume there.
+TRAINING_FIELDS = (
     "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
     "max_completion_length", "max_prompt_length", "temperature", "top_p", "top_k", "beta", "seed",
-    "reward_weights", "lr_scheduler_type", "loss_type", "scale_rewards", "num_iterations", "bf16", "fp16")
+    "reward_weights", "lr_scheduler_type", "loss_type", "scale_rewards", "num_iterations", "fp16")
 
 
 def check_config(config) -> None:
