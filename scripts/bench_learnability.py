@@ -71,9 +71,9 @@ class Setting:
     bf16: bool = False  # bfloat16 autocast for the update (fast only where the CPU has bf16 instructions)
     eval_max_tokens: int = 200
     num_eval: int = 200
-    reward: str = "hash_format"  # "hash_format" or "one_answer_line" beside correct_answer (x 0.5), or
-    # "correct_only": correct_one_line alone (the right number in exactly one '####' line; no format term), or
-    # "last_number": last_number_right alone (the reply's last number is the gold one, whatever the format)
+    reward: str = "hash_format"  # correct_answer + 0.5 x a format term, or one of load_env's other rubrics:
+    # "correct_only" (the right number in exactly one '####' line), "last_number" (the reply's last number is the
+    # gold one, whatever the format), and that with 0.5 x the format ("last_number_format") or one_answer_line
     top_p: float = 1.0
     mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the cap carries no loss
     eval_samples: int = 0  # >0: also sample this many completions a held-out problem at the training temperature
@@ -128,6 +128,16 @@ SETTINGS: dict[str, Setting] = {
                                    "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                    reward="last_number", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
                                                             "mask_truncated": False}, bf16=True),
+    "arith-hack-format": Setting("notebook 02's design (arith-short-bf16-36) with a format term added: last number "
+                                 "right + 0.5 x any '#### <number>' in the reply (what the list hack earns)",
+                                 "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
+                                 reward="last_number_format", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
+                                                                 "mask_truncated": False}, bf16=True),
+    "arith-hack-one-line": Setting("the same with the learner's format term instead: last number right + 0.5 x "
+                                   "exactly one '####' with a number (notebook 02's one_answer_line)",
+                                   "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
+                                   reward="last_number_one_line", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
+                                                                     "mask_truncated": False}, bf16=True),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
@@ -191,15 +201,20 @@ def load_env(setting: Setting, num_train: int = 400):
                                   **setting.env_args)
     else:
         raise ValueError(f"unknown task {setting.task!r}")
-    if setting.reward == "one_answer_line":
-        env.rubric = vf.Rubric(funcs=[correct_answer, one_answer_line], weights=[1.0, 0.5], parser=env.parser)
-    elif setting.reward == "correct_only":
-        env.rubric = vf.Rubric(funcs=[correct_one_line], weights=[1.0], parser=env.parser)
-    elif setting.reward == "last_number":
-        env.rubric = vf.Rubric(funcs=[grpo.last_number_right], weights=[1.0], parser=env.parser)
+    format_reward = env.parser.get_format_reward_func()  # 1.0 for any '#### <number>' in the reply
+    rubrics = {  # reward name: (functions, weights); "hash_format" keeps the environment's own rubric
+        "one_answer_line": ([correct_answer, one_answer_line], [1.0, 0.5]),
+        "correct_only": ([correct_one_line], [1.0]),
+        "last_number": ([grpo.last_number_right], [1.0]),
+        # notebook 02's section 12: its reward plus a format term, one the list hack earns and one it cannot
+        "last_number_format": ([grpo.last_number_right, format_reward], [1.0, 0.5]),
+        "last_number_one_line": ([grpo.last_number_right, one_answer_line], [1.0, 0.5]),
+    }
+    if setting.reward in rubrics:
+        funcs, weights = rubrics[setting.reward]
+        env.rubric = vf.Rubric(funcs=funcs, weights=weights, parser=env.parser)
     elif setting.reward != "hash_format":
-        raise ValueError("reward must be 'hash_format', 'one_answer_line', 'correct_only' or 'last_number', "
-                         f"not {setting.reward!r}")
+        raise ValueError(f"reward must be 'hash_format' or one of {sorted(rubrics)}, not {setting.reward!r}")
     return env
 
 
