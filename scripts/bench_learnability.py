@@ -89,6 +89,10 @@ SHORT_DESIGN = {  # issue 29's design: short completions, 32 a step, truncated o
     "max_completion_length": 48, "eval_max_tokens": 48, "num_generations": 8, "prompts_per_step": 4,
     "mask_truncated": True, "temperature": 0.6, "learning_rate": 5e-5, "num_eval": 100, "eval_samples": 4,
     "steps": 30}
+ONE_LINE_TASK = {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}
+# the last-number designs that learned: cut replies trained on (they earn 0 unless their last number is right), bf16
+BF16_50 = {**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50, "mask_truncated": False, "bf16": True}
+BF16_36 = {**BF16_50, "learning_rate": 3.5e-5, "steps": 36}
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
     "gsm8k-easy": Setting("GSM8K problems whose reference solution has 1-2 <<...>> calculator steps, "
@@ -113,31 +117,21 @@ SETTINGS: dict[str, Setting] = {
     "arith-short-bf16": Setting("the last-number design with steps half as big and nearly twice as many: lr 2.5e-5, "
                                 "50 steps, bfloat16 autocast (2 x faster a step on a CPU with avx512_bf16: "
                                 "learnability-timing-2026-12-05.json), cut replies trained on (they earn 0)",
-                                "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                reward="last_number", **{**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50,
-                                                         "mask_truncated": False}, bf16=True),
+                                "word-arithmetic", ONE_LINE_TASK, reward="last_number", **BF16_50),
     "arith-short-bf16-cap32": Setting("the bf16 design with training replies cut at 32 tokens instead of 48, so a step "
                                       "costs less and a long reply earns nothing sooner (the held-out evaluation stays "
                                       "at 48 tokens, as for every design): does 50 steps fit 15 minutes?",
-                                      "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                      reward="last_number", **{**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50,
-                                                               "mask_truncated": False, "max_completion_length": 32},
-                                      bf16=True),
+                                      "word-arithmetic", ONE_LINE_TASK, reward="last_number",
+                                      **{**BF16_50, "max_completion_length": 32}),
     "arith-short-bf16-36": Setting("the bf16 design in 36 steps at lr 3.5e-5 (about the same learning rate x steps), "
                                    "to fit 15 minutes of training at ~24 s a step",
-                                   "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                   reward="last_number", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
-                                                            "mask_truncated": False}, bf16=True),
+                                   "word-arithmetic", ONE_LINE_TASK, reward="last_number", **BF16_36),
     "arith-hack-format": Setting("notebook 02's design (arith-short-bf16-36) with a format term added: last number "
                                  "right + 0.5 x any '#### <number>' in the reply (what the list hack earns)",
-                                 "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                 reward="last_number_format", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
-                                                                 "mask_truncated": False}, bf16=True),
+                                 "word-arithmetic", ONE_LINE_TASK, reward="last_number_format", **BF16_36),
     "arith-hack-one-line": Setting("the same with the learner's format term instead: last number right + 0.5 x "
                                    "exactly one '####' with a number (notebook 02's one_answer_line)",
-                                   "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                   reward="last_number_one_line", **{**SHORT_DESIGN, "learning_rate": 3.5e-5, "steps": 36,
-                                                                     "mask_truncated": False}, bf16=True),
+                                   "word-arithmetic", ONE_LINE_TASK, reward="last_number_one_line", **BF16_36),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
