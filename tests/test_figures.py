@@ -446,10 +446,6 @@ CLAIMS += [
     Claim(NB02, r"\(3 seeds, (\d+) held-out problems\), the `####` line fell", BF16, lambda d: d["base"]["n"], 0),
     Claim(NB02, r"replies\s+with two or more `####` lines went from (\d+)% to \d+%", ARITH, summary("base_multi_hash"), 0.5),
     Claim(NB02, r"replies\s+with two or more `####` lines went from \d+% to (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
-    Claim(NB02, r"any-`####` reward \(2\+ `####` lines (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
-    Claim(NB02, r"any-`####` reward \(2\+ `####` lines \d+% → (\d+)%\)", HACK, hack("hash_format", "after_multi_hash"), 0.5),
-    Claim(NB02, r"with `one_answer_line`, (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
-    Claim(NB02, r"with `one_answer_line`, \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
 ]
 
 # notebook 02, section 11: the designs measured on the screened task, and expert iteration beside them
@@ -563,4 +559,17 @@ CLAIMS += [
     Claim(GUIDE, r"2 cores for the (\d+)\s+minutes of training", E2E, e2e("train_minutes"), 0.5),
     Claim(GUIDE, r"peak ([\d.]+) GB, \d+ s/step on 2 cores", E2E, e2e("peak_rss_gb"), 0.05),
     Claim(GUIDE, r"GB, (\d+) s/step on 2 cores with bfloat16", E2E, e2e("sec_per_step"), 0.5),
+]
+
+# notebook 02, section 12: one seed of each format term added to the learner's reward
+HACK_FORMAT, HACK_ONE_LINE = ("learnability-arith-hack-format-2026-12-05.json",
+                              "learnability-arith-hack-one-line-2026-12-05.json")
+CLAIMS += [
+    Claim(NB02, r"pass@1 rose from ([\d.]+)% to [\d.]+%, and", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
+    Claim(NB02, r"pass@1 rose from [\d.]+% to ([\d.]+)%, and", HACK_FORMAT, summary("after_sampled_lenient"), 0.05),
+    Claim(NB02, r"and (\d+)% of the greedy replies held two or more `####`", HACK_FORMAT,  # format, not one marker
+          lambda d: 100 * (d["runs"][0]["after"]["format"] - d["runs"][0]["after"]["one_answer_line"]), 0.5),
+    Claim(NB02, r"and pass@1 fell to ([\d.]+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.05),
+    Claim("solutions/02_traced_grpo_training.md", r"paid, (\d+)% of the replies held two or more", HACK_FORMAT,
+          lambda d: 100 * (d["runs"][0]["after"]["format"] - d["runs"][0]["after"]["one_answer_line"]), 0.5),
 ]
