@@ -219,11 +219,6 @@ def hash_lines(text: str) -> int:
     return len(_HASH_LINE.findall(text))
 
 
-def lenient_correct(text: str, answer: str) -> float:
-    """The reply's last number is the gold one (notebook 02's reward; helpers.grpo's reference)."""
-    return grpo.last_number_right(text, answer)
-
-
 def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperature: float = 1.0,
              top_p: float = 1.0) -> dict:
     """Greedy completions of every held-out problem from the server's current weights, scored; with
@@ -239,7 +234,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
                               seed=5000)  # the same seeds before and after training
         texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in out]
         answers = [a for a in data["answer"] for _ in range(samples)]
-        per = {"lenient": [lenient_correct(t, a) for t, a in zip(texts, answers)],
+        per = {"lenient": [grpo.last_number_right(t, a) for t, a in zip(texts, answers)],
                "strict": [correct_answer(env.parser, t, a) for t, a in zip(texts, answers)],
                "format": [float(bool(env.parser.parse_answer(t))) for t in texts]}
         for kind, values in per.items():
@@ -254,7 +249,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
-    lenient = [lenient_correct(t, a) for t, a in zip(texts, data["answer"])]
+    lenient = [grpo.last_number_right(t, a) for t, a in zip(texts, data["answer"])]
     n = len(texts)
     return {
         "n": n, "seconds": round(time.monotonic() - started, 1),

@@ -104,10 +104,10 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as runs:
         os.environ["COURSE_RUNS_DIR"] = runs  # the kernels inherit it
+        (Path(runs) / "solved").mkdir()
         for path in paths:
             print(f"bench_notebooks: {path.name} ...", flush=True)
             started = time.monotonic()
-            (Path(runs) / "solved").mkdir(exist_ok=True)
             source = solved_copy(path, Path(runs) / "solved") if args.solved else path
             executed = execute(source, Path(runs) / path.name)
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),

@@ -36,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_learnability import ONE_LINE_PROMPT, SETTINGS, hash_lines, lenient_correct, load_model
+from bench_learnability import ONE_LINE_PROMPT, SETTINGS, hash_lines, load_model
 from bench_results import RESULTS_DIR, cpu_flags, machine_info, write_result
+
+from helpers import grpo
 
 TRAIN_TEMPERATURE = 0.9  # notebook 02's
 LOW_TEMPERATURE = 0.6
@@ -134,7 +136,7 @@ def score(task: Task, texts: list[str], answers: list[str]) -> dict[str, list[in
         texts = [ANSWER_PREFIX + t for t in texts]
     extracted = [extract_hash_answer(t) for t in texts]
     return {"strict": [int(bool(e) and e == canonical_number(a)) for e, a in zip(extracted, answers)],
-            "lenient": [int(e == canonical_number(a)) if task.answer_only else int(lenient_correct(t, a))
+            "lenient": [int(e == canonical_number(a)) if task.answer_only else int(grpo.last_number_right(t, a))
                         for e, t, a in zip(extracted, texts, answers)],
             "format": [int(bool(e)) for e in extracted],
             "multi_hash": [int(hash_lines(t) >= 2) for t in texts]}
@@ -215,7 +217,6 @@ def main() -> None:
         return
     import torch
 
-    from helpers import grpo
     from helpers.local.policy_server import PolicyServer
 
     threads = args.threads or grpo.default_threads()
