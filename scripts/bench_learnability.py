@@ -216,6 +216,9 @@ def load_env(setting: Setting, num_train: int = 400):
 
 
 def hash_lines(text: str) -> int:
+    """Lines that *start* with '####' (the older files' multi_hash). It misses '#### 66' followed by
+    'The answer is "#### 66'; the files' multi_marker counts with helpers.grpo.hash_lines (any line holding
+    '####', notebook 02's measure) and is the hack rate's indicator in files written since it was added."""
     return len(_HASH_LINE.findall(text))
 
 
@@ -242,7 +245,12 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
             sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
             if kind != "format":
                 sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
-        sampled["sampled_cut"] = sum(not c.finished for c in out) / len(out)
+        per["multi_marker"] = [float(grpo.hash_lines(t) >= 2) for t in texts]
+        per["cut"] = [float(not c.finished) for c in out]
+        for kind in ("multi_marker", "cut"):  # the hack rate, per problem for its interval
+            per_problem = [sum(per[kind][i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
+            sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
+            sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
         sampled["sampled_mean_tokens"] = sum(len(c.token_ids) for c in out) / len(out)
         sampled["samples"], sampled["temperature"] = samples, temperature
     started = time.monotonic()
@@ -250,6 +258,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
     lenient = [grpo.last_number_right(t, a) for t, a in zip(texts, data["answer"])]
+    multi_marker = [int(grpo.hash_lines(t) >= 2) for t in texts]
     n = len(texts)
     return {
         "n": n, "seconds": round(time.monotonic() - started, 1),
@@ -257,6 +266,8 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
         "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
         "multi_hash": sum(hash_lines(t) >= 2 for t in texts) / n,
+        "multi_marker": sum(multi_marker) / n, "multi_marker_per_problem": multi_marker,
+        "cut_per_problem": [int(not c.finished) for c in completions],
         "cut": sum(not c.finished for c in completions) / n,
         "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
         "mean_tokens": sum(len(c.token_ids) for c in completions) / n,
@@ -575,6 +586,13 @@ def summarize(record: dict, runs_key: str = "runs") -> dict:
             out[f"after_{kind}"] = round(sum(r["after"][kind] for r in runs) / len(runs), 4)
         out["diff_sampled_lenient"] = difference(base["sampled_lenient_per_problem"],
                                                  [r["after"]["sampled_lenient_per_problem"] for r in runs])
+    # the hack rate's parts with intervals, where the files hold them per problem (files written since multi_marker was added)
+    for key in ("multi_marker", "cut", "sampled_multi_marker", "sampled_cut"):
+        if f"{key}_per_problem" in base and all(f"{key}_per_problem" in r["after"] for r in runs):
+            out[f"base_{key}"] = round(base[key], 4)
+            out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
+            out[f"diff_{key}"] = difference(base[f"{key}_per_problem"], [r["after"][f"{key}_per_problem"] for r in runs])
+    if "diff_sampled_lenient" in out:
         # issue 29's goal: held-out lenient pass@1 at the training temperature up 10 points or more, mean of 3+
         # seeds, every seed's gain above 0, the pooled bootstrap interval above 0, in at most 15 minutes
         d = out["diff_sampled_lenient"]
