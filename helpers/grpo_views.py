@@ -380,3 +380,26 @@ def what_it_learned(before, after) -> str:
         lines.append(f"No sign of a gamed format: neither the share of completions cut at max_tokens nor of "
                      f"completions with 2+ '####' lines rose by {HACK_RISE:.0%} or more.")
     return "\n".join(lines)
+
+
+def run_figures(metrics: pd.DataFrame, reward_names: list[str], before, after, held_out: pd.DataFrame,
+                behaviour_table: pd.DataFrame) -> dict:
+    """What notebook 02's summary.json keeps of a run's log and its held-out evaluations: training-batch
+    reward (first and last steps, and each reward function's), where a step's time went, peak memory, reward
+    errors, the held-out figures before and after with their intervals, and the verdict."""
+    learning = learning_summary(metrics)
+    per_function = {name: learning_summary(metrics, column=name) for name in reward_names}
+    time_split = {"sec_per_step": "step_s", **{f"{column}_sec_per_step": column for column in TIME_PARTS}}
+    return {
+        "steps": int(metrics.index.max()), "reward_first": learning["first"], "reward_last": learning["last"],
+        "reward_gain": learning["gain"],
+        **{name: metrics[column].mean() for name, column in time_split.items() if column in metrics},
+        **{name: metrics[name].max() for name in ("peak_rss_gb", "peak_gpu_gb") if name in metrics},
+        "reward_errors": int(metrics.get("reward_errors", pd.Series(dtype=float)).sum()),
+        "before_reward": before.summary["reward"], "after_reward": after.summary["reward"],
+        "before_accuracy": before.summary["accuracy"]["mean"], "after_accuracy": after.summary["accuracy"]["mean"],
+        "held_out": {kind: held_out.loc[kind].round(4).to_dict(orient="index") for kind in ("sampled", "greedy")},
+        **{f"{name}_{end}": summary[end] for name, summary in per_function.items() for end in ("first", "last")},
+        "per_step": metrics.reset_index().round(4).to_dict(orient="records"),
+        "behaviour": behaviour_table.round(4).to_dict(orient="index"), "verdict": what_it_learned(before, after),
+    }

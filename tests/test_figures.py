@@ -440,10 +440,6 @@ SHORT_T06 = ("arith-1step-20-short", "sampled_t0.6")
 CLAIMS += [
     Claim(NB02, r"one sample at temperature 0.6\s+is right (\d+)% of the time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
     Claim(NB02, r"one of 8 samples is right for (\d+)% of the\s+problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
-    Claim(NB02, r"the `####` line fell from (\d+)% to\s+[\d.]+% of the sampled replies", BF16, summary("base_sampled_format"), 0.5),
-    Claim(NB02, r"the `####` line fell from \d+% to\s+([\d.]+)% of the sampled replies", BF16,
-          summary("after_sampled_format"), 0.05),
-    Claim(NB02, r"\(3 seeds, (\d+) held-out problems\), the `####` line fell", BF16, lambda d: d["base"]["n"], 0),
     Claim(NB02, r"replies\s+with two or more `####` lines went from (\d+)% to \d+%", ARITH, summary("base_multi_hash"), 0.5),
     Claim(NB02, r"replies\s+with two or more `####` lines went from \d+% to (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
 ]
@@ -470,7 +466,6 @@ CLAIMS += [
           lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
     Claim(NB02, r"times as fast \(([\d.]+) →", TIMING, step_seconds("arith-short-last-number"), 0.05),
     Claim(NB02, r"times as fast \([\d.]+ → ([\d.]+) s", TIMING, step_seconds("arith-short-last-number_bf16=true"), 0.05),
-    Claim(NB02, r"float32, about (\d+) s a step", TIMING, step_seconds("arith-short-last-number"), 0.5),
     Claim(NB02, r"over 50 steps did about as well \(\+([\d.]+) points\)", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(NB02, r"did about as well \(\+[\d.]+ points\) in (\d+) to \d+ minutes", BF16,
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
@@ -499,8 +494,8 @@ CLAIMS += [
           lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
     Claim(NB02, r"strict accuracy (\d+)% → \d+%\. It\s+imitates", LAST, expert("base_strict"), 0.5),
     Claim(NB02, r"strict accuracy \d+% → (\d+)%\. It\s+imitates", LAST, expert("after_strict"), 0.5),
-    Claim(NB02, r"`####` lines went (\d+)% → \d+%\. A likely", LAST, expert("base_multi_hash"), 0.5),
-    Claim(NB02, r"`####` lines went \d+% → (\d+)%\. A likely", LAST, expert("after_multi_hash"), 0.5),
+    Claim(NB02, r"`####` lines went (\d+)% → \d+%\. Try the", LAST, expert("base_multi_hash"), 0.5),
+    Claim(NB02, r"`####` lines went \d+% → (\d+)%\. Try the", LAST, expert("after_multi_hash"), 0.5),
 ]
 CLAIMS += [
     Claim(GUIDE, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
