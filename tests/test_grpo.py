@@ -527,3 +527,34 @@ def test_design_table_and_curves_from_a_committed_learnability_file():
     curves = fig.axes[0].get_lines()
     assert len(curves) == len(record["runs"]) + len(record["expert_iteration_runs"])
     assert len(curves[0].get_xdata()) == record["steps"] and curves[0].get_xdata()[-1] == 32 * record["steps"]
+
+
+def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interval():
+    """bench_learnability's multi_marker uses helpers.grpo.hash_lines (what notebook 02 counts), which sees the
+    hack of 2026-12-05 that the older multi_hash (lines starting with '####') missed; its summary gives the
+    hack rate's parts a paired interval over problems."""
+    import sys
+
+    from helpers.local.paths import PROJECT_ROOT
+
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    import bench_learnability
+
+    hack = '#### 66\nThe answer is "#### 66'
+    assert grpo.hash_lines(hack) == 2 and bench_learnability.hash_lines(hack) == 1
+    assert grpo.hash_lines("3 + 5 = 8\n#### 8") == 1
+
+    def evaluation(multi: list[int], cut: list[int]) -> dict:
+        n = len(multi)
+        return {"n": n, "strict": 0.0, "lenient": 0.0, "format": 1.0, "one_answer_line": 0.0, "multi_hash": 0.0,
+                "cut": sum(cut) / n, "hack": 0.0, "mean_tokens": 10.0, "strict_per_problem": [0] * n,
+                "lenient_per_problem": [0] * n, "multi_marker": sum(multi) / n, "multi_marker_per_problem": multi,
+                "cut_per_problem": cut}
+
+    base = evaluation([0] * 10, [1] * 10)
+    runs = [{"seed": seed, "steps": 3, "train_minutes": 1.0, "training": {},
+             "after": evaluation([1] * 10, [0] * 10)} for seed in range(3)]
+    summary = bench_learnability.summarize({"base": base, "runs": runs})
+    assert summary["diff_multi_marker"]["mean"] == 1.0 and summary["diff_multi_marker"]["bootstrap_95"] == [1.0, 1.0]
+    assert summary["diff_cut"]["mean"] == -1.0 and summary["diff_cut"]["per_seed"] == [-1.0] * 3
+    assert "diff_sampled_multi_marker" not in summary  # not in these evaluations: no figure made up
