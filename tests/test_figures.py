@@ -556,6 +556,19 @@ CLAIMS += [
     Claim(GUIDE, r"GB, (\d+) s/step on 2 cores with bfloat16", E2E, e2e("sec_per_step"), 0.5),
 ]
 
+# the solutions' review answers 11 and 14: what notebook 02's design taught beside the answers
+SOL02 = "solutions/02_traced_grpo_training.md"
+CLAIMS += [
+    Claim(SOL02, r"went\s+from (\d+)% of the sampled replies to \d+%", B36, summary("base_sampled_format", 100), 0.5),
+    Claim(SOL02, r"of the sampled replies to (\d+)%, so the right", B36, summary("after_sampled_format", 100), 0.5),
+    Claim(SOL02, r"shorter \((\d+) to \d+\s+tokens, greedy\)", B36, summary("base_mean_tokens", 1), 0.5),
+    Claim(SOL02, r"shorter \(\d+ to (\d+)\s+tokens, greedy\)", B36, summary("after_mean_tokens", 1), 0.5),
+    Claim(SOL02, r"both rose \(pass@1\s+(\d+)% →", B36, summary("base_sampled_lenient", 100), 0.5),
+    Claim(SOL02, r"both rose \(pass@1\s+\d+% → (\d+)%", B36, summary("after_sampled_lenient", 100), 0.5),
+    Claim(SOL02, r"both rose \(pass@1\s+\d+% → \d+%, greedy (\d+)% →", B36, summary("base_lenient", 100), 0.5),
+    Claim(SOL02, r"both rose \(pass@1\s+\d+% → \d+%, greedy \d+% → (\d+)%", B36, summary("after_lenient", 100), 0.5),
+]
+
 # notebook 02, section 12: one seed of each format term added to the learner's reward
 HACK_FORMAT, HACK_ONE_LINE = ("learnability-arith-hack-format-2026-12-05.json",
                               "learnability-arith-hack-one-line-2026-12-05.json")
