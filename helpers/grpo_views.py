@@ -224,21 +224,25 @@ def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
 
 
 
-def hack_table(summaries: dict[str, dict]) -> pd.DataFrame:
-    """One row per reward, from bench_learnability's summaries of runs with a format term: held-out pass@1
+def hack_table(records: dict[str, dict]) -> pd.DataFrame:
+    """One row per reward, from bench_learnability's result files of runs with a format term: held-out pass@1
     (lenient) and the hack's signs in the same sampled replies (2+ lines holding '####', cut at the token cap),
-    each before -> after with the change's paired 95% bootstrap interval over problems, and the '####' format
-    and the greedy replies' 2+ '####' lines beside them."""
+    each before -> after with the change's paired 95% bootstrap interval over problems, and each seed's (seeds
+    can learn different hacks), with the '####' format and the greedy replies' 2+ '####' lines beside them."""
     def change(s: dict, key: str) -> str:
         d = s[f"diff_{key}"]
         return f"{s[f'base_{key}']:.0%} -> {s[f'after_{key}']:.0%} ({d['mean']:+.1%}; {_interval(*d['bootstrap_95'])})"
 
     rows = {}
-    for label, s in summaries.items():
+    for label, record in records.items():
+        s = record["summary"]
+        runs = [r for r in record["runs"] if r["seed"] in s["seeds"] and r["steps"] == s["steps"]]
         rows[label] = {"seeds": len(s["seeds"]), "pass@1": change(s, "sampled_lenient"),
                        "pass@1 gain per seed": ", ".join(f"{g:+.1%}" for g in s["diff_sampled_lenient"]["per_seed"]),
                        "'####' format": f"{s['base_sampled_format']:.0%} -> {s['after_sampled_format']:.0%}",
                        "2+ '####' lines": change(s, "sampled_multi_marker"), "cut at the cap": change(s, "sampled_cut"),
+                       "per seed after: 2+ lines / cut": ", ".join(
+                           f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in runs),
                        "2+ '####' lines, greedy": change(s, "multi_marker")}
     return pd.DataFrame(rows).T
 

@@ -569,15 +569,45 @@ CLAIMS += [
     Claim(SOL02, r"both rose \(pass@1\s+\d+% → \d+%, greedy \d+% → (\d+)%", B36, summary("after_lenient", 100), 0.5),
 ]
 
-# notebook 02, section 12: one seed of each format term added to the learner's reward
+# notebook 02, section 12: each format term added to the learner's reward, 3 seeds each
 HACK_FORMAT, HACK_ONE_LINE = ("learnability-arith-hack-format-2026-12-05.json",
                               "learnability-arith-hack-one-line-2026-12-05.json")
+
+
+def seed_share(key: str, pick: Callable = max) -> Callable[[dict], float]:
+    """pick (max or min) over the runs of a hack file of after[key], as a percentage."""
+    return lambda d: 100 * pick(r["after"][key] for r in d["runs"])
+
+
 CLAIMS += [
-    Claim(NB02, r"pass@1 rose from ([\d.]+)% to [\d.]+%, and", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
-    Claim(NB02, r"pass@1 rose from [\d.]+% to ([\d.]+)%, and", HACK_FORMAT, summary("after_sampled_lenient"), 0.05),
-    Claim(NB02, r"and (\d+)% of the greedy replies held two or more `####`", HACK_FORMAT,  # format, not one marker
-          lambda d: 100 * (d["runs"][0]["after"]["format"] - d["runs"][0]["after"]["one_answer_line"]), 0.5),
-    Claim(NB02, r"and pass@1 fell to ([\d.]+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.05),
-    Claim("solutions/02_traced_grpo_training.md", r"paid, (\d+)% of the replies held two or more", HACK_FORMAT,
-          lambda d: 100 * (d["runs"][0]["after"]["format"] - d["runs"][0]["after"]["one_answer_line"]), 0.5),
+    Claim(NB02, r"3 seeds each, on (\d+) held-out problems sampled", HACK_FORMAT, lambda d: d["base"]["n"], 0),
+    Claim(NB02, r"sampled (\d+) times at 0.6", HACK_FORMAT, lambda d: d["eval_samples"], 0),
+    Claim(NB02, r"(\d) of the 3 seeds gamed it", HACK_FORMAT,  # a seed whose replies mostly list '####' lines or run to the cap
+          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
+    Claim(NB02, r"own way: (\d+)% of one seed's replies held two or more", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
+    Claim(NB02, r"`The answer is \"#### 66`\), and\s+(\d+)%\s+of another's ran to the token cap", HACK_FORMAT,
+          seed_share("sampled_cut"), 0.5),
+    Claim(NB02, r"pass@1 still rose from ([\d.]+)% to", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
+    Claim(NB02, r"pass@1 still rose from [\d.]+% to (\d+)%", HACK_FORMAT, summary("after_sampled_lenient"), 0.5),
+    Claim(NB02, r"\(at most (\d+)% of\s+the replies\)", HACK_ONE_LINE,
+          lambda d: 100 * max(max(r["after"]["sampled_multi_marker"], r["after"]["sampled_cut"]) for r in d["runs"]), 0.5),
+    Claim(NB02, r"pass@1 did not rise \((\d+)% →", HACK_ONE_LINE, summary("base_sampled_lenient"), 0.5),
+    Claim(NB02, r"pass@1 did not rise \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.5),
+    Claim(NB02, r"% → \d+%, interval (−?[\d.]+) to", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB02, r"% → \d+%, interval −?[\d.]+ to \+?([\d.]+)\s+points, not significant", HACK_ONE_LINE,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
 ]
+# the same figures in the solutions' answer 13 and the guide's talking points
+CLAIMS += [
+    Claim(doc, pattern, result, value, tolerance)
+    for doc in (SOL02, GUIDE)
+    for pattern, result, value, tolerance in [
+        (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds gamed it", HACK_FORMAT,
+         lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
+        (r"\((\d+)% of one seed's replies\s+listed", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
+        (r"listed\s+`####` lines[;,] (\d+)% of\s+another's ran to the cap", HACK_FORMAT, seed_share("sampled_cut"), 0.5),
+        (r"pass@1 did not rise\s+\((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+        (r"points, interval (−?[\d.]+) to \+?[\d.]+", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    ]
+]
+CLAIMS.append(Claim(GUIDE, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))

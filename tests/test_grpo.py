@@ -558,3 +558,19 @@ def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interva
     assert summary["diff_multi_marker"]["mean"] == 1.0 and summary["diff_multi_marker"]["bootstrap_95"] == [1.0, 1.0]
     assert summary["diff_cut"]["mean"] == -1.0 and summary["diff_cut"]["per_seed"] == [-1.0] * 3
     assert "diff_sampled_multi_marker" not in summary  # not in these evaluations: no figure made up
+
+
+def test_hack_table_from_the_committed_hack_files():
+    """Notebook 02's section-12 table: every arm's figures as its result file's summary says, per seed too."""
+    from helpers.local.paths import PROJECT_ROOT
+
+    results = PROJECT_ROOT / "benchmarks" / "results"
+    records = {name: json.loads(max(results.glob(f"learnability-{name}-2*.json")).read_text())
+               for name in ("arith-hack-format", "arith-hack-one-line")}
+    table = grpo_views.hack_table(records)
+    for name, record in records.items():
+        s, row = record["summary"], table.loc[name]
+        assert row["seeds"] == len(record["runs"]) >= 3
+        assert row["2+ '####' lines"].startswith(f"{s['base_sampled_multi_marker']:.0%} -> {s['after_sampled_multi_marker']:.0%}")
+        per_seed = [f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in record["runs"]]
+        assert row["per seed after: 2+ lines / cut"] == ", ".join(per_seed)
