@@ -45,6 +45,11 @@ def test_runs_to_the_end_as_committed(executed):
     assert text.count("not yet — 02-") == 5  # the exercises as committed: checked, not solved
     assert_every_check(executed["notebook"], NOTEBOOK)  # and each solution, probed in context, is correct
     assert "This run: 2 steps" in text
+    # every chart a cell draws is shown (a Figure that is not the cell's last expression is not, unless displayed)
+    for cell in executed["notebook"]["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "grpo_views.plot_" in source:
+            assert any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])), source
     # bfloat16 autocast only on a CPU with bfloat16 instructions, whatever an earlier config left in the
     # environment (a leftover bf16 once made this run ~10x slower on an AVX2 CPU)
     from helpers import grpo
