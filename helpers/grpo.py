@@ -21,7 +21,6 @@ import asyncio
 import functools
 import logging
 import os
-import re
 import resource
 import threading
 import time
@@ -102,16 +101,23 @@ def hash_lines(text: str) -> int:
     return sum("####" in line for line in str(text).splitlines())
 
 
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")  # '18', '-3', '1,200', '0.5' (gsm8k_course's number pattern)
-
-
 def last_number(text: str) -> str:
-    """The last number anywhere in a reply, canonical as gsm8k_course writes answers ('1,200.' -> '1200');
-    '' when the reply holds none."""
-    from gsm8k_course import canonical_number
+    """The last number anywhere in a reply ('18', '-3', '1,200', '0.5': gsm8k_course's number pattern),
+    canonical as gsm8k_course writes answers ('1,200.' -> '1200'); '' when the reply holds none."""
+    from gsm8k_course import NUMBER, canonical_number
 
     numbers = NUMBER.findall(str(text))
     return canonical_number(numbers[-1]) if numbers else ""
+
+
+def one_answer_line(completion: Any, **kwargs) -> float:
+    """The course's reference for notebook 02's format exercise: 1.0 when the reply holds exactly one '####'
+    and a number follows it; else 0.0. A list of '#### N' lines earns nothing; an answer followed by more
+    text still does."""
+    from gsm8k_course import extract_hash_answer
+
+    text = reply_text(completion)
+    return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
 
 
 def last_number_right(completion: Any, answer: str) -> float:

@@ -50,6 +50,7 @@ from bench_results import RESULTS_DIR, cpu_flags, machine_info, write_result
 from bench_update import seconds_per_update
 
 from helpers import grpo
+from helpers.grpo import one_answer_line  # notebook 02's format exercise, as the course solves it
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 
@@ -154,17 +155,6 @@ def gsm8k_easy(split: str, max_annotations: int = 2):
     raw = gsm8k_course._raw_from_dir(Path(data_dir), split) if data_dir else gsm8k_course._raw_from_hub(split)
     raw = raw.filter(lambda row: 1 <= row["answer"].count("<<") <= max_annotations)
     return gsm8k_course.prepare(raw)
-
-
-def one_answer_line(completion, **kwargs) -> float:
-    """1.0 when the reply holds exactly one '####' and a number follows it; else 0.0: a list of '#### N'
-    lines earns nothing, an answer followed by more text still does (notebook 02's exercise)."""
-    from gsm8k_course import extract_hash_answer
-
-    from helpers.grpo import reply_text
-
-    text = reply_text(completion)
-    return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
 
 
 def correct_one_line(parser, completion, answer: str, **kwargs) -> float:

@@ -39,14 +39,14 @@ HASH_SYSTEM_PROMPT = (
     "On the last line, write the final answer as '#### <number>'."
 )
 VARIANTS = ("think", "hash")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
 def canonical_number(text: str | None) -> str:
     """'$1,200.00' -> '1200'. Text that is not a single number comes back stripped, unchanged."""
     text = (text or "").strip()
     number = text.lstrip("$").rstrip(".").replace(",", "")
-    if not _NUMBER.fullmatch(number):
+    if not NUMBER.fullmatch(number):
         return text
     return number.rstrip("0").rstrip(".") if "." in number else number
 
@@ -55,7 +55,7 @@ def extract_hash_answer(text: str | None) -> str:
     """The first number after the last '####' (GSM8K's answer marker), '' when there is none."""
     if "####" not in (text or ""):
         return ""
-    match = _NUMBER.search(text.rsplit("####", 1)[1])
+    match = NUMBER.search(text.rsplit("####", 1)[1])
     return canonical_number(match.group()) if match else ""
 
 
@@ -205,7 +205,7 @@ def _record(row) -> dict:
     if not isinstance(question, str) or not question.strip():
         raise ValueError("'question' is missing or empty")
     if not isinstance(answer, str) or "####" not in answer \
-            or not _NUMBER.fullmatch(canonical_number(gold_answer(answer))):
+            or not NUMBER.fullmatch(canonical_number(gold_answer(answer))):
         raise ValueError("'answer' does not end in '#### <number>'")
     return {"question": question, "answer": answer}
 

@@ -184,13 +184,6 @@ HACK_CASES = [  # (reply, expected score, what a wrong score here means)
 ]
 
 
-def _one_answer_line(text: str) -> float:
-    """The solution's one_answer_line."""
-    from gsm8k_course import extract_hash_answer
-
-    return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
-
-
 def _hack_replies() -> list[tuple[str, str, str]]:
     """(reply, gold, what it is) over GSM8K rows: one answer line (the gold as GSM8K writes it, plain, wrong,
     with text after it, with no space after the marker), the hack's lists on separate lines and on one line,
@@ -217,10 +210,12 @@ def _hack_replies() -> list[tuple[str, str, str]]:
 @checks_exercise("02-close-the-hack")
 def close_the_hack(func) -> str | None:
     """func(completion) -> 1.0 only when the reply holds exactly one '####' with a number after it."""
+    from helpers.grpo import one_answer_line
+
     if not callable(func):
         return "one_answer_line should be a reward function: def one_answer_line(completion, **kwargs) -> float"
     cases = [(text, "72", expected, hint) for text, expected, hint in HACK_CASES]
-    cases += [(text, gold, _one_answer_line(text), what) for text, gold, what in _hack_replies()]
+    cases += [(text, gold, one_answer_line(text), what) for text, gold, what in _hack_replies()]
     for text, gold, expected, hint in cases:
         try:  # as a rubric calls it (grpo.RubricRewards scores through one)
             got = call_reward(func, completion=[{"role": "assistant", "content": text}], answer=gold)
