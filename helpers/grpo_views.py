@@ -223,7 +223,6 @@ def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-
 def hack_table(records: dict[str, dict]) -> pd.DataFrame:
     """One row per reward, from bench_learnability's result files of runs with a format term: held-out pass@1
     (lenient) and the hack's signs in the same sampled replies (2+ lines holding '####', cut at the token cap),

@@ -229,18 +229,15 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         answers = [a for a in data["answer"] for _ in range(samples)]
         per = {"lenient": [grpo.last_number_right(t, a) for t, a in zip(texts, answers)],
                "strict": [correct_answer(env.parser, t, a) for t, a in zip(texts, answers)],
-               "format": [float(bool(env.parser.parse_answer(t))) for t in texts]}
+               "format": [float(bool(env.parser.parse_answer(t))) for t in texts],
+               # the hack rate's parts, per problem for their intervals
+               "multi_marker": [float(grpo.hash_lines(t) >= 2) for t in texts],
+               "cut": [float(not c.finished) for c in out]}
         for kind, values in per.items():
             per_problem = [sum(values[i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
             sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
             if kind != "format":
                 sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
-        per["multi_marker"] = [float(grpo.hash_lines(t) >= 2) for t in texts]
-        per["cut"] = [float(not c.finished) for c in out]
-        for kind in ("multi_marker", "cut"):  # the hack rate, per problem for its interval
-            per_problem = [sum(per[kind][i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
-            sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
-            sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
         sampled["sampled_mean_tokens"] = sum(len(c.token_ids) for c in out) / len(out)
         sampled["samples"], sampled["temperature"] = samples, temperature
     started = time.monotonic()
@@ -249,6 +246,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
     lenient = [grpo.last_number_right(t, a) for t, a in zip(texts, data["answer"])]
     multi_marker = [int(grpo.hash_lines(t) >= 2) for t in texts]
+    cut = [int(not c.finished) for c in completions]
     n = len(texts)
     return {
         "n": n, "seconds": round(time.monotonic() - started, 1),
@@ -257,8 +255,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
         "multi_hash": sum(hash_lines(t) >= 2 for t in texts) / n,
         "multi_marker": sum(multi_marker) / n, "multi_marker_per_problem": multi_marker,
-        "cut_per_problem": [int(not c.finished) for c in completions],
-        "cut": sum(not c.finished for c in completions) / n,
+        "cut": sum(cut) / n, "cut_per_problem": cut,
         "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
         "mean_tokens": sum(len(c.token_ids) for c in completions) / n,
         "strict_per_problem": [int(s) for s in strict], "lenient_per_problem": [int(s) for s in lenient],
