@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from notebook_run import NOTEBOOKS, execute, outputs_text, solved_copy
+from papermill.exceptions import PapermillExecutionError
 
 from helpers.local.notebook_runner import execute as run_notebook
 
@@ -69,6 +70,24 @@ def test_the_rows_are_notebook_01s(v1_env, gsm8k_dir):
     got = json.loads(in_v1("import json; from helpers.local.v1_bridge import load_gsm8k; "
                            "print(json.dumps(load_gsm8k('test', n=5, seed=3)))"))
     assert got == load_gsm8k("test", n=5, seed=3).to_list()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given, says", [
+    ({"num_examples": 0}, "num_examples=0: must be at least 1"),
+    ({"max_tokens": "48"}, "this one is text"),
+    ({"num_examples": 5000}, "num_examples=5000: GSM8K's test split has 1,319 problems"),
+    ({"rollout_per_example": 1}, "rollout_per_example: no notebook has this parameter (did you mean rollouts_"),
+])
+def test_a_wrong_parameter_stops_notebook_04_in_its_first_code_cell(v1_env, tmp_path, given, says):
+    """Notebook 04's parameters went unchecked: num_examples=0 reached the loader, a misspelled name only made
+    papermill warn. Its first code cell now checks them, in its own kernel, before anything else runs."""
+    with pytest.raises(PapermillExecutionError) as stopped:
+        run_notebook(NOTEBOOK, tmp_path / "04.ipynb", given)
+    assert says in str(stopped.value), str(stopped.value)[-2000:]
+    ran = [c for c in json.loads((tmp_path / "04.ipynb").read_text())["cells"]
+           if c["cell_type"] == "code" and c.get("execution_count")]
+    assert 'check_parameters(globals(), "04")' in "".join(ran[-1]["source"]), "something ran after the check"
 
 
 # ---------------------------------------------------------------- the checks reject the mistakes learners make

@@ -2,6 +2,8 @@
 `check_parameters(globals(), "01")`. A wrong value (max_tokens="abc", num_examples=-1, papermill's -r
 turning a number into text) stops that cell with one ValueError naming every wrong parameter, its value and
 what it must be, instead of a long error from the model server minutes later, or a silent "all 1,319".
+So does a name papermill injected that no notebook has (`-p num_exampels 4`: papermill only warns, and the
+notebook runs with its default).
 
 One table per notebook, one rule per parameter: a new parameter adds one line here, and a test checks that
 each table and its notebook's parameters cell name the same parameters.
@@ -9,6 +11,8 @@ each table and its notebook's parameters cell name the same parameters.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -134,28 +138,83 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Rule]] = {
     "02": GRPO_PARAMETERS,
     "03": {**SAMPLING, "max_turns": whole(at_least=1), "discount": number(above=0),
            "tool_max_turns": whole(at_least=1), "vf_eval_examples": whole(at_least=1)},
+    "04": {**SAMPLING},  # notebook 01's sampling, run by verifiers 0.4's own eval runner
 }
+
+GSM8K_ROWS = {"train": 7473, "test": 1319}  # problems in each split of openai/gsm8k (main)
+
+
+def _batch_of_groups(values: Mapping[str, Any]) -> str | None:
+    batch, group = values["per_device_train_batch_size"], values["num_generations"]
+    if batch % group:
+        return (f"per_device_train_batch_size={batch}: must be a multiple of num_generations={group} "
+                "(prompts per step x completions per prompt)")
+    return None
+
+
+def _within_split(values: Mapping[str, Any]) -> str | None:
+    # The loader's own message for too many rows suggests -1 ("all"), which the rule above refuses.
+    split, n = values["split"], values["num_examples"]
+    if n > GSM8K_ROWS[split]:
+        return f"num_examples={n}: GSM8K's {split} split has {GSM8K_ROWS[split]:,} problems; ask for at most that"
+    return None
+
+
+# Rules on several parameters together: the parameters each reads, and the rule; it runs when each of those
+# parameters is there and passed its own rule.
+JOINT_RULES: list[tuple[tuple[str, ...], Callable[[Mapping[str, Any]], str | None]]] = [
+    (("per_device_train_batch_size", "num_generations"), _batch_of_groups),
+    (("split", "num_examples"), _within_split),
+]
 
 
 def problems(values: Mapping[str, Any], rules: Mapping[str, Rule] = GRPO_PARAMETERS) -> list[str]:
-    """What is wrong with `values`, by `rules`, one line per parameter (and a batch that does not divide
-    into groups)."""
+    """What is wrong with `values`, by `rules` and JOINT_RULES, one line per problem."""
     wrong = {key: problem for key, rule in rules.items()
              if key in values and (problem := rule(values[key]))}
     found = [f"{key}={values[key]!r}: {problem}" for key, problem in wrong.items()]
-    batch, group = values.get("per_device_train_batch_size"), values.get("num_generations")
-    both_right = batch is not None and group is not None and not wrong.keys() & {
-        "per_device_train_batch_size", "num_generations"}
-    if both_right and batch % group:
-        found.append(f"per_device_train_batch_size={batch}: must be a multiple of num_generations={group} "
-                        "(prompts per step x completions per prompt)")
+    for keys, rule in JOINT_RULES:
+        if all(key in values and key not in wrong for key in keys) and (problem := rule(values)):
+            found.append(problem)
+    return found
+
+
+def injected_names(namespace: Mapping[str, Any]) -> list[str]:
+    """The names papermill injected into this kernel: its cell starts with "# Parameters" (papermill's
+    translators), and IPython keeps the source of every cell run in `_ih`. Empty outside papermill."""
+    for source in reversed(namespace.get("_ih") or []):
+        if isinstance(source, str) and source.startswith("# Parameters\n"):
+            try:
+                body = ast.parse(source).body
+            except SyntaxError:
+                return []
+            return [target.id for node in body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)]
+    return []
+
+
+def _unknown(names: list[str], notebook: str) -> list[str]:
+    """Names no notebook has. Another notebook's parameter is let through: scripts/run_notebooks.sh gives its
+    `-p` to every notebook."""
+    everyone = {key for rules in NOTEBOOK_PARAMETERS.values() for key in rules}
+    known = NOTEBOOK_PARAMETERS[notebook]
+    found = []
+    for key in names:
+        if key not in everyone:
+            close = difflib.get_close_matches(key, known, n=1)
+            found.append(f"{key}: no notebook has this parameter" + (f" (did you mean {close[0]}?)" if close else ""))
     return found
 
 
 def check_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
-    """Check notebook `notebook`'s ("00" ... "03") parameters, each by name: call it with the notebook's
+    """Check notebook `notebook`'s ("00" ... "04") parameters, each by name: call it with the notebook's
     `globals()`. Raises one ValueError that names every wrong parameter, its value and what it must be."""
     rules = NOTEBOOK_PARAMETERS[notebook]
+    unknown = _unknown(injected_names(namespace), notebook)
+    if unknown:
+        raise ValueError(f"Notebook {notebook} was given a parameter it does not have (papermill only warns, and "
+                         "runs with the default): fix its name in papermill's -p NAME VALUE and run again:\n- "
+                         + "\n- ".join(unknown) + f"\nNotebook {notebook}'s parameters: {', '.join(rules)}")
     missing = [key for key in rules if key not in namespace]
     if missing:
         raise ValueError(f"Notebook {notebook}'s parameters cell has no {', '.join(missing)}: run that cell first "
