@@ -12,6 +12,7 @@ Exit code 0 when every check passes, 1 otherwise.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -23,10 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP = "bash scripts/setup_env.sh"
-# What the course needs. Memory: scripts/bench_grpo.py measures the training's peak RSS. Disk: one
-# notebook 02 run left 2.6 GB in runs/ (a 1.6 GB checkpoint with optimizer state, the 0.5 GB final
+# What the course needs. Memory: helpers.install_check.notebook_02_memory (from notebook 02's result file).
+# Disk: one notebook 02 run left 2.6 GB in runs/ (a 1.6 GB checkpoint with optimizer state, the 0.5 GB final
 # model, the 0.5 GB converted start model), and saving briefly holds a second checkpoint.
-TRAINING_PEAK_GB = 6.0  # the kernel peaks at 5.5 GB (benchmarks/results/grpo-2026-12-03.json); its llama.cpp server on top
 RUNS_NEED_GB = 5.0
 MEASURED_CORES = 2  # the course's minutes are measured on 2 cores
 COLUMNS = (("check", 16), ("ok", 4), ("found", 46), ("fix", 56))
@@ -89,18 +89,27 @@ def disk() -> tuple[bool, str]:
     return free_gb >= RUNS_NEED_GB, f"{free_gb:.1f} GB free for {_shown(runs)}/ (needs {RUNS_NEED_GB:.0f} GB)"
 
 
-def memory() -> tuple[bool, str]:
-    import psutil
+@functools.cache
+def this_machine():
+    """Read once: notebook 02's verdicts all judge the same reading of this machine."""
+    from helpers.install_check import this_machine
 
-    now = psutil.virtual_memory()
-    available_gb, total_gb = now.available / 2**30, now.total / 2**30
-    return available_gb >= TRAINING_PEAK_GB, (f"{available_gb:.1f} of {total_gb:.1f} GB available "
-                                              f"(needs {TRAINING_PEAK_GB:.0f} GB)")
+    return this_machine()
+
+
+def notebook_02(verdict: str) -> Callable[[], tuple[bool, str]]:
+    """A check made of one of helpers.install_check's verdicts on notebook 02 (notebook 00's table shows them)."""
+    def check() -> tuple[bool, str]:
+        from helpers import install_check
+
+        return getattr(install_check, verdict)(this_machine())
+    return check
 
 
 def cpu_cores() -> tuple[bool, str]:
-    cores = len(os.sched_getaffinity(0))
-    return cores >= MEASURED_CORES, f"{cores} cores, load average {os.getloadavg()[0]:.1f}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # macOS: no affinity
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""  # Windows: none
+    return cores >= MEASURED_CORES, f"{cores} cores{load}"
 
 
 def jupyter_kernel() -> tuple[bool, str]:
@@ -135,12 +144,15 @@ CHECKS: list[tuple[str, Callable[[], tuple[bool, str]], str]] = [
      f"{SETUP}; the server's log is under runs/logs/"),
     ("GSM8K", gsm8k, "set GSM8K_DIR to a folder with train.jsonl and test.jsonl"),
     ("disk", disk, f"free {RUNS_NEED_GB:.0f} GB, or set COURSE_RUNS_DIR to a folder on a bigger disk"),
-    ("memory", memory,
-     (f"notebook 02's training peaks at ~{TRAINING_PEAK_GB:.0f} GB: close other programs and kernels, "
-     "or lower num_generations / per_device_train_batch_size in its parameters")),
     ("CPU cores", cpu_cores,
      (f"the course's minutes are measured on {MEASURED_CORES} cores: expect longer runs, or use the "
      "1-hour parameters (INSTRUCTOR_GUIDE.md)")),
+    # What notebook 02's training will do here, as notebook 00's hardware table says it. Only memory can fail,
+    # and its verdict says what to do.
+    ("precision", notebook_02("notebook_02_precision"), ""),
+    ("training time", notebook_02("notebook_02_minutes"), ""),
+    ("memory", notebook_02("notebook_02_memory"), ""),
+    ("platform", notebook_02("platform_known"), ""),
     ("Jupyter kernel", jupyter_kernel,
      ("another 'python3' kernelspec shadows this venv's (.venv/bin/jupyter kernelspec list shows "
      "where): .venv/bin/jupyter kernelspec remove python3; its log: runs/logs/preflight-kernel.log")),

@@ -74,3 +74,35 @@ def test_notebook_04s_checks_say_what_is_missing_and_the_fix(tmp_path, monkeypat
     assert "setup_v1_env.sh" in env.fix
     assert not index.ok and f"127.0.0.1:{unused_port}" in index.found and "cannot be reached" in index.found
     assert "UV_DEFAULT_INDEX" in index.fix and "skip notebook 04" in index.fix
+
+
+def test_notebook_02s_verdicts_are_rows_and_memory_that_will_not_fit_fails(monkeypatch, capsys):
+    """The rows notebook 00's hardware table shows, on a faked machine: an Apple laptop with 0.5 GB free."""
+    from helpers.install_check import Machine
+
+    preflight = load_preflight()
+    laptop = Machine(system="Darwin", arch="arm64", cpuinfo=None, available_gb=0.5, total_gb=8.0)
+    monkeypatch.setattr(preflight, "this_machine", lambda: laptop)
+    rows = ["precision", "training time", "memory", "platform"]
+    monkeypatch.setattr(preflight, "CHECKS", [c for c in preflight.CHECKS if c[0] in rows])
+    results = {r.check: r for r in preflight.run_checks()}
+    assert list(results) == rows
+    assert results["precision"].ok and results["precision"].found.startswith("float32: no /proc/cpuinfo on macOS")
+    assert results["training time"].ok and "min" in results["training time"].found
+    assert not results["memory"].ok and results["memory"].found.startswith("will not fit: 0.5 of 8.0 GB available")
+    assert "instructor's trained run" in results["memory"].found
+    assert results["platform"].ok and "no result file was measured on macOS or Apple Silicon" in results["platform"].found
+    assert preflight.main([]) == 1
+    output = capsys.readouterr().out
+    assert table_rows(output, rows) == {"precision": "yes", "training time": "yes", "memory": "no", "platform": "yes"}
+
+
+def test_cpu_cores_without_affinity_or_load_average(monkeypatch):
+    """macOS has no os.sched_getaffinity, Windows no os.getloadavg: the row still answers."""
+    import os
+
+    preflight = load_preflight()
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.delattr(os, "getloadavg")
+    ok, found = preflight.cpu_cores()
+    assert found == f"{os.cpu_count()} cores" and ok == (os.cpu_count() >= preflight.MEASURED_CORES)
