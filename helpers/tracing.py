@@ -153,9 +153,10 @@ def upload_local_traces(project: str | None = None, entity: str | None = None, *
     `project` defaults to the one `init_tracing` was started with in this process. Needs
     WANDB_API_KEY; `entity` defaults to WANDB_ENTITY or your default W&B entity. Records the reader
     skips (of the wrong shape, or the end of a call whose start is missing) are not sent, and the
-    upload says how many. If W&B fails part-way, the error says how many records went and the
-    command that sends the rest (`skip=`). Returns the number of records sent. The local store is
-    left as it is.
+    upload says how many. A project in W&B's calls_complete mode gets each finished call whole; calls
+    that never ended (a stopped kernel) cannot go, and the upload names them. If W&B fails part-way,
+    the error says what went and the command that sends the rest (`skip=`). Returns the number of
+    records sent. The local store is left as it is.
     """
     from weave.trace.weave_init import get_entity_project_from_project_name, init_weave_get_server
     from weave.wandb_interface.context import get_wandb_auth_context
@@ -174,13 +175,15 @@ def upload_local_traces(project: str | None = None, entity: str | None = None, *
     target = f"W&B Weave project {entity}/{project}"
     named = "".join(f"{k}={v!r}, " for k, v in asked.items() if v)
 
-    def again(sent: int) -> str:
-        return f"helpers.upload_local_traces({named}skip={sent})"
+    def again(skip: int) -> str:
+        return f"helpers.upload_local_traces({named}skip={skip})"
 
     result = replay(store, server, project_id=f"{entity}/{project}", skip=skip, target=target, again=again)
-    print(f"uploaded {result.sent - skip} trace records from {display_path(store)} to {target}"
-          + (f" (and {skip} before)" if skip else ""))
-    if result.skipped:
-        print(f"not sent: {len(result.skipped)} record(s) that the local reader skips too:\n  "
-              + "\n  ".join(result.skipped[:5]) + ("\n  ..." if len(result.skipped) > 5 else ""))
-    return result.sent - skip
+    print(f"uploaded {result.sent_now} trace records ({result.what or 'nothing new'}) from {display_path(store)} "
+          f"to {target}" + (f" (resumed at record {skip + 1} of the store)" if skip else ""))
+    for left_out, why in ((result.skipped, "record(s) that the local reader skips too"),
+                          (result.unfinished, "call(s) that never ended")):
+        if left_out:
+            print(f"not sent: {len(left_out)} {why}:\n  " + "\n  ".join(left_out[:5])
+                  + ("\n  ..." if len(left_out) > 5 else ""))
+    return result.sent_now

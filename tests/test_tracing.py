@@ -391,20 +391,176 @@ def test_upload_refuses_a_project_with_no_traces(tmp_path, monkeypatch):
         upload_local_traces("never-traced")
 
 
-def test_upload_defaults_to_the_project_tracing_was_started_with(traced, runs, monkeypatch):
-    """The replay target, with W&B's server replaced by a local store (no network here)."""
+def _upload_to(server, runs: Path, monkeypatch):
+    """upload_local_traces as a learner calls it, with W&B's trace server replaced by `server` (no network)."""
     from weave.trace import weave_init
 
     from helpers import tracing
 
-    target = LocalTraceServer(runs / "upload-target")
     monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))
     monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
-    monkeypatch.setattr(tracing, "_session", tracing.TracingSession("local", PROJECT, client=None))
-    monkeypatch.setattr(weave_init, "init_weave_get_server", lambda *a, **k: target)
+    monkeypatch.setattr(weave_init, "init_weave_get_server", lambda *a, **k: server)
     monkeypatch.setattr(weave_init, "get_entity_project_from_project_name", lambda name: ("me", name))
     monkeypatch.setattr("weave.wandb_interface.context.get_wandb_auth_context", lambda: None)
-    sent = tracing.upload_local_traces()
+    return tracing.upload_local_traces
+
+
+def test_upload_defaults_to_the_project_tracing_was_started_with(traced, runs, monkeypatch):
+    """The replay target, with W&B's server replaced by a local store (no network here)."""
+    from helpers import tracing
+
+    target = LocalTraceServer(runs / "upload-target")
+    monkeypatch.setattr(tracing, "_session", tracing.TracingSession("local", PROJECT, client=None))
+    sent = _upload_to(target, runs, monkeypatch)()
     assert sent == len(list(read_records(traced[0])))
     calls = list(target.calls_query_stream({"project_id": f"me/{PROJECT}"}))
     assert sorted(c.id for c in calls) == traced[1]
+
+
+# Real weave ops traced into a local store by weave's own client, as in the notebooks: nested calls from
+# four threads, an object as input, and one call that never ends (a stopped kernel). Weave writes call
+# starts and ends from its background threads, so a fast call's end is often written before its start
+# (about 1 call in 10): calls are made until the store holds at least 3 of those.
+ENDS_FIRST = """
+import json
+from concurrent.futures import ThreadPoolExecutor
+import weave
+from helpers.local.trace_store import read_records
+from helpers.tracing import init_tracing
+
+session = init_tracing({project!r}, quiet=True)
+
+class Task(weave.Object):
+    n: int
+
+@weave.op
+def double(x: int) -> int:
+    return 2 * x
+
+@weave.op
+def total(task: Task) -> int:
+    return sum(double(i) for i in range(task.n))
+
+def ends_first() -> list:  # the calls whose end the store holds before their start
+    started, found = set(), []
+    for record in read_records(session.store_path):
+        if record["type"] == "call_start":
+            started.add(record["req"]["start"]["id"])
+        elif record["type"] == "call_end" and record["req"]["end"]["id"] not in started:
+            found.append(record["req"]["end"]["id"])
+    return found
+
+for _ in range(30):
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(total, [Task(n=n) for n in range(8)]))
+    session.flush()
+    if len(ends_first()) >= 3:
+        break
+unfinished = session.client.create_call("unfinished", {{"x": 1}}, use_stack=False)
+session.close()
+print("RESULT=" + json.dumps({{"ends_first": ends_first(), "unfinished": unfinished.id}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def ends_first_store(tmp_path_factory):
+    """(runs folder, project, what the writer saw) for a store weave wrote with some call ends before their starts."""
+    runs, project = tmp_path_factory.mktemp("ends-first-runs"), "ends-first"
+    out, _ = run_python(ENDS_FIRST.format(project=project), {"COURSE_RUNS_DIR": str(runs)})
+    written = tagged(out, "RESULT")
+    assert len(written["ends_first"]) >= 3, f"weave wrote too few ends before their starts: {written}"
+    return runs, project, written
+
+
+class CallsCompleteProject(LocalTraceServer):
+    """W&B's trace server for a project in calls_complete mode, as weave's client meets it: a call start or end
+    sent alone gets W&B's answer (HTTP 400 whose body says CALLS_COMPLETE_MODE_REQUIRED, which weave's own
+    is_calls_complete_mode_error recognises); a whole call is taken once, and only after the ops and objects
+    it refers to (a local store underneath resolves its refs). With `fail_at=n` the n-th whole call fails as
+    a dropped connection does."""
+
+    def __init__(self, path: Path, fail_at: int | None = None):
+        super().__init__(path)
+        self.whole_calls: list[str] = []
+        self.requests: dict[str, int] = {}
+        self.fail_at = fail_at
+
+    def _write(self, record_type, req):
+        self.requests[record_type] = self.requests.get(record_type, 0) + 1
+        return super()._write(record_type, req)
+
+    def _refuse(self, req):
+        import httpx
+        from weave.trace_server_bindings.http_utils import is_calls_complete_mode_error
+        from weave.vendor.weave_server_sdk import APIStatusError
+
+        body = {"error_code": "CALLS_COMPLETE_MODE_REQUIRED", "reason": "this project takes calls_complete"}
+        reply = httpx.Response(400, json=body, request=httpx.Request("POST", "https://trace.invalid/call/start"))
+        error = APIStatusError("Error code: 400", response=reply, body=body)
+        assert is_calls_complete_mode_error(error)
+        raise error
+
+    call_start = call_end = _refuse
+
+    def calls_complete(self, req):
+        for call in req["batch"]:
+            if self.fail_at == len(self.whole_calls) + 1:
+                self.fail_at = None
+                raise ConnectionError("W&B did not answer")
+            assert call["id"] not in self.whole_calls, f"call {call['id']} sent twice"
+            refs = re.findall(r"weave:///[^\s\"']+", json.dumps(call))
+            for ref in refs:
+                self._resolve(ref)  # KeyError: the call came before an op or object it refers to
+            assert refs, call
+            self.whole_calls.append(call["id"])
+            start = {k: v for k, v in call.items() if k not in ("ended_at", "output", "summary", "exception",
+                                                                 "wb_run_step_end")}
+            end = {k: call[k] for k in ("project_id", "id", "ended_at", "output", "summary", "exception")}
+            super()._write("call_start", {"start": start})
+            super()._write("call_end", {"end": end})
+        return {}
+
+
+def test_an_upload_to_a_calls_complete_project_sends_every_call_whole_and_once(ends_first_store, tmp_path,
+                                                                               monkeypatch, capsys):
+    """Weave's store is not in call order (ends before starts): the upload pairs each call's start and end by
+    id wherever they stand, sends each finished call whole and once, after what it refers to, names the call
+    that never ended, and when W&B fails part-way says what went and a skip= that sends exactly the rest."""
+    from helpers.local.trace_store import _retarget
+
+    runs, project, written = ends_first_store
+    store = runs / "traces" / project
+    original = LocalTraceServer(store)._calls
+    finished = {call_id: call for call_id, call in original.items() if call.get("ended_at")}
+    assert set(original) - set(finished) == {written["unfinished"]}
+    records = list(read_records(store))
+    objects = sum(r["type"] == "obj_create" for r in records)
+
+    target = CallsCompleteProject(tmp_path / "target", fail_at=len(finished) // 2)
+    upload = _upload_to(target, runs, monkeypatch)
+    with pytest.raises(RuntimeError) as stopped:
+        upload(project)
+    went = len(target.whole_calls)
+    assert went == len(finished) // 2 - 1
+    message = str(stopped.value)
+    counted = re.search(r"(\d+) of (\d+) records went \(([^;]*);", message)
+    assert counted, message  # every record that reached the server, of every kind, and nothing else
+    assert int(counted[1]) == 2 * went + sum(target.requests.values()) and int(counted[2]) == len(records)
+    assert re.search(rf"\b{went} whole calls\b", counted[3]), message
+    assert re.search(rf"\b{target.requests['obj_create']} objects\b", counted[3]), message
+    assert "ConnectionError: W&B did not answer" in message
+    advice = re.search(r"upload_local_traces\(project='ends-first', skip=(\d+)\)", message)
+    assert advice, message
+    upload(project, skip=int(advice.group(1)))  # the advice, as a learner follows it
+    said = capsys.readouterr().out
+
+    assert sorted(target.whole_calls) == sorted(finished)  # every finished call once (sent twice fails above)
+    assert target.requests["obj_create"] == objects  # every op and object once
+    fields = ("op_name", "trace_id", "parent_id", "started_at", "ended_at", "inputs", "output", "exception",
+              "summary", "attributes", "display_name")
+    for call_id, call in finished.items():  # whole: what the store holds of it, start and end
+        expected = _retarget(call, f"local/{project}", f"me/{project}")
+        assert {k: target._calls[call_id].get(k) for k in fields} == {k: expected.get(k) for k in fields}
+    assert set(written["ends_first"]) <= set(target.whole_calls)
+    assert f"uploaded {len(records) - 1 - int(counted[1])} trace records" in said  # all but the unfinished start
+    assert f"call {written['unfinished']} never ended" in said

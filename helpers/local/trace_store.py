@@ -17,6 +17,7 @@ import re
 import threading
 import urllib.parse
 import warnings
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -508,18 +509,33 @@ def _retarget(value: Any, old: str, new: str) -> Any:
 
 
 class ReplayInterrupted(RuntimeError):
-    """Sending stopped part-way: `sent` records went (in write order), `first_unsent` ("<file> line
-    <n>: <type> ...") did not, nor anything after it. `replay(..., skip=sent)` sends the rest."""
+    """Sending stopped part-way: `sent` of the store's `total` records went, `first_unsent` ("<file> line
+    <n>: <type> ...") did not, nor anything after it. `replay(..., skip=skip)` sends the rest."""
 
-    def __init__(self, message: str, sent: int, total: int, first_unsent: str):
+    def __init__(self, message: str, sent: int, total: int, first_unsent: str, skip: int):
         super().__init__(message)
-        self.sent, self.total, self.first_unsent = sent, total, first_unsent
+        self.sent, self.total, self.first_unsent, self.skip = sent, total, first_unsent, skip
 
 
 @dataclass
 class Replayed:
-    sent: int  # records sent, the `skip` ones sent before included
-    skipped: list[str] = field(default_factory=list)  # "<file> line <n>: why", for each record never sent
+    sent: int  # records that went, those of an earlier try (before `skip`) included
+    sent_now: int = 0  # records this replay sent
+    what: str = ""  # what this replay sent, counted: "20 objects, 10 whole calls"
+    skipped: list[str] = field(default_factory=list)  # "<file> line <n>: why", for each record the reader skips
+    unfinished: list[str] = field(default_factory=list)  # calls never sent: they never ended (calls_complete mode)
+
+
+CALL_RECORDS = ("call_start", "call_end")
+# What one request sends, in the words (and the order) the messages count them.
+KIND_NAMES = {"obj_create": "object", "table_create": "table", "file_create": "file", "call_start": "call start",
+              "call_end": "call end", "calls_complete": "whole call", "call_update": "call update"}
+
+
+def _counted(kinds: dict[str, int]) -> str:
+    """{"calls_complete": 10, "obj_create": 1} -> "1 object, 10 whole calls"."""
+    return ", ".join(f"{kinds[kind]} {name}{'s' if kinds[kind] != 1 else ''}"
+                     for kind, name in KIND_NAMES.items() if kinds.get(kind))
 
 
 def _describe(record_type: str, req: dict) -> str:
@@ -530,6 +546,48 @@ def _describe(record_type: str, req: dict) -> str:
     for key in keys:
         value = value[key]
     return f"{record_type} {value}" if keys else record_type
+
+
+def _call_id(record: dict) -> str:
+    return record["req"]["start"]["id"] if record["type"] == "call_start" else record["req"]["end"]["id"]
+
+
+@dataclass
+class _Request:
+    """One request of a replay: `kind` is a record type, or "calls_complete" (a whole call); `carries` are the
+    positions, in the store's order, of the records it sends (a whole call: its start, then its end)."""
+
+    kind: str
+    carries: list[int]
+
+    @property
+    def position(self) -> int:
+        """It goes when the store's order reaches the last record it carries; `skip` counts these positions."""
+        return max(self.carries)
+
+
+def _call_positions(records: list[tuple[str, dict]]) -> dict[str, dict[str, int]]:
+    """call id -> {"call_start": position, "call_end": position}, wherever they stand in the store."""
+    calls: dict[str, dict[str, int]] = {}
+    for position, (_, record) in enumerate(records):
+        if record["type"] in CALL_RECORDS:
+            calls.setdefault(_call_id(record), {})[record["type"]] = position
+    return calls
+
+
+def _plan(records: list[tuple[str, dict]], complete: bool) -> list[_Request]:
+    """The requests that send `records`, in the order they go (by position). One record a request, in the
+    store's order; in calls_complete mode each finished call goes whole instead: its start and end, paired by
+    id wherever they stand (weave writes them from background threads, and a fast call's end is often written
+    before its start), go as one request when the later of the two comes: after every op, object, table and
+    file written before either, so after all it refers to. Children end first and go first, and call
+    updates go where they stand, as from weave's own client. A call that never ended is not sent."""
+    requests = [_Request(record["type"], [position]) for position, (_, record) in enumerate(records)
+                if not (complete and record["type"] in CALL_RECORDS)]
+    if complete:
+        requests += [_Request("calls_complete", [call["call_start"], call["call_end"]])
+                     for call in _call_positions(records).values() if len(call) == 2]
+    return sorted(requests, key=lambda request: request.position)
 
 
 def sendable_records(store_path: str | Path) -> tuple[list[tuple[str, dict]], list[str]]:
@@ -558,14 +616,19 @@ def sendable_records(store_path: str | Path) -> tuple[list[tuple[str, dict]], li
 
 def replay(store_path: str | Path, server: Any, *, project_id: str | None = None, skip: int = 0,
            target: str = "the trace server",
-           again: Callable[[int], str] = lambda sent: f"replay(..., skip={sent})") -> Replayed:
+           again: Callable[[int], str] = lambda skip: f"replay(..., skip={skip})") -> Replayed:
     """Send the records of a local store to `server` (any trace server: W&B's, or another local
     store), in write order; with `project_id`, records are moved to that "entity/project".
 
-    Records the reader skips are not sent (`Replayed.skipped` says which). `skip=n` leaves out the
-    first n records that would be sent (to finish an interrupted replay). If sending fails part-way,
-    `ReplayInterrupted` (or, on Ctrl-C, a note on the KeyboardInterrupt) says how many records went,
-    which is the first not sent, and the call that sends the rest (`again(records sent)`)."""
+    A W&B project once written in "calls_complete" mode refuses call starts and ends one by one
+    (CALLS_COMPLETE_MODE_REQUIRED); weave's own client then sends each finished call whole, and so does
+    the replay from the refused record on (see `_plan`): a call that never ended cannot go
+    (`Replayed.unfinished` names it). Records the reader skips are not sent (`Replayed.skipped`).
+
+    `skip=n` leaves out what the first n records of the store's order sent (to finish an interrupted
+    replay; a whole call counts at the later of its start and end). If sending fails part-way,
+    `ReplayInterrupted` (or, on Ctrl-C, a note on the KeyboardInterrupt) says how many records went and
+    what they were, which is the first not sent, and the call that sends the rest (`again(skip)`)."""
     handlers = build_trace_server_handlers(server)  # Weave's own record-type -> server-call mapping
 
     def file_create(record: dict) -> None:  # ours also carries binary files
@@ -577,52 +640,60 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
     handlers["file_create"] = file_create
     handlers["call_update"] = lambda record: server.call_update(record["req"])
     records, skipped = sendable_records(store_path)
-    # A W&B project that was once written in "calls_complete" mode refuses call starts and ends one by one
-    # (CALLS_COMPLETE_MODE_REQUIRED). weave's own client then switches to sending each finished call whole;
-    # so does the replay: from the refused record on, a start waits for its end and the pair goes as one
-    # calls_complete item, made by weave's own pairing (CallBatchProcessor._create_complete).
-    complete_mode = False
-    waiting: dict[str, tuple[int, dict]] = {}  # call id -> (position, its start), in complete mode
 
-    def send(position: int, record_type: str, req: dict) -> None:
-        if complete_mode and record_type == "call_start":
-            waiting[req["start"]["id"]] = (position, req)
-        elif complete_mode and record_type == "call_end":
-            _, start = waiting.pop(req["end"]["id"])
-            complete = CallBatchProcessor._create_complete(None, StartBatchItem(req=start), EndBatchItem(req=req))
-            server.calls_complete({"batch": [complete.req]})
+    def req(position: int) -> dict:
+        """The record's request, moved to `project_id` if given."""
+        record_type, payload = records[position][1]["type"], records[position][1]["req"]
+        if project_id is None:
+            return payload
+        return _retarget(payload, project_of(record_type, payload), project_id)
+
+    def send(request: _Request) -> None:
+        if request.kind == "calls_complete":  # made by weave's own pairing
+            start, end = map(req, request.carries)
+            whole = CallBatchProcessor._create_complete(None, StartBatchItem(req=start), EndBatchItem(req=end))
+            server.calls_complete({"batch": [whole.req]})
         else:
-            handlers[record_type]({"type": record_type, "req": req})
+            handlers[request.kind]({"type": request.kind, "req": req(request.carries[0])})
 
-    for position, (where, record) in enumerate(records[skip:], start=skip):
-        record_type, req = record["type"], record["req"]
-        if project_id is not None:
-            req = _retarget(req, project_of(record_type, req), project_id)
+    complete = False
+    plan = _plan(records, complete)
+    todo = deque(request for request in plan if request.position >= skip)
+    went_now: Counter[str] = Counter()
+    while todo:
+        request = todo[0]
         try:
-            try:
-                send(position, record_type, req)
-            except Exception as e:
-                if complete_mode or record_type not in ("call_start", "call_end") or not _wants_calls_complete(e):
-                    raise
-                complete_mode = True
-                send(position, record_type, req)
+            send(request)
         except BaseException as e:
-            # Everything before `sent` went; a start still waiting for its end did not.
-            sent = min([position, *(held for held, _ in waiting.values())])
-            first_unsent = f"{where}: {_describe(record_type, req)}"
+            if not complete and request.kind in CALL_RECORDS and isinstance(e, Exception) and _wants_calls_complete(e):
+                # W&B refuses a project's first call record, so no call went alone: go on from here, whole.
+                complete, plan = True, _plan(records, True)
+                todo = deque(later for later in plan if later.position >= request.position)
+                continue
+            done = [earlier for earlier in plan if earlier.position < request.position]
+            sent = sum(len(earlier.carries) for earlier in done)
+            what = _counted(Counter(earlier.kind for earlier in done))
+            where, record = records[request.position]
+            first_unsent = f"{where}: {_describe(record['type'], req(request.position))}"
             error = " ".join(f"{type(e).__name__}: {e}".split())
+            if complete:  # the calls that went, and the starts that wait for a later end, are not a prefix
+                what += "; a whole call goes when the later of its start and end comes"
             left_out = f" ({len(skipped)} record(s) the reader skips are never sent)" if skipped else ""
-            message = (f"Sending {store_path} to {target} stopped part-way: {sent} of {len(records)} records went "
-                       f"(in the store's order); the first not sent is {first_unsent} ({error}), and nothing after "
-                       f"it was sent{left_out}. Send the rest with {again(sent)}")
+            message = (f"Sending {store_path} to {target} stopped part-way: {sent} of {len(records)} records went"
+                       f"{f' ({what})' if what else ''}; the first not sent is {first_unsent} ({error}), and nothing "
+                       f"after it was sent{left_out}. Send the rest with {again(request.position)}")
             if not isinstance(e, Exception):  # Ctrl-C stays an interrupt, with what went in its note
                 e.add_note(message)
                 raise
-            raise ReplayInterrupted(message, sent, len(records), first_unsent) from e
-    for held, start in waiting.values():  # calls that never ended (a stopped kernel): whole calls only
-        skipped.append(f"{records[held][0]}: call {start['start']['id']} never ended, and this W&B project takes "
-                       "finished calls only (calls_complete mode)")
-    return Replayed(max(skip, len(records)), skipped)
+            raise ReplayInterrupted(message, sent, len(records), first_unsent, request.position) from e
+        went_now[request.kind] += 1
+        todo.popleft()
+    unfinished = [f"{records[call['call_start']][0]}: call {call_id} never ended, and this W&B project takes "
+                  "finished calls only (calls_complete mode)"
+                  for call_id, call in _call_positions(records).items() if complete and "call_end" not in call]
+    return Replayed(sent=sum(len(request.carries) for request in plan),
+                    sent_now=sum(len(request.carries) for request in plan if request.position >= skip),
+                    what=_counted(went_now), skipped=skipped, unfinished=unfinished)
 
 
 def _wants_calls_complete(error: Exception) -> bool:
