@@ -90,6 +90,62 @@ def test_a_wrong_parameter_stops_notebook_04_in_its_first_code_cell(v1_env, tmp_
     assert 'check_parameters(globals(), "04")' in "".join(ran[-1]["source"]), "something ran after the check"
 
 
+# Episodes as verifiers' own writer stores them (write_episode: UTF-8, not escaped), for real GSM8K questions that
+# hold non-ASCII; then what a killed or foreign run leaves: a line nested too deeply for Python's JSON parser,
+# and a last line cut inside a UTF-8 character.
+DAMAGED_RUN = r'''
+import json, sys, warnings
+from pathlib import Path
+import verifiers.v1 as vf
+from verifiers.v1.episode import WireEpisode
+from verifiers.v1.utils.trace_store import TRACES_FILE, type_adapter, write_episode
+from helpers.local.v1_bridge import read_run
+
+questions, run = json.loads(sys.argv[1]), Path(sys.argv[2])
+run.mkdir()
+for idx, question in enumerate(questions):
+    task = {"type": "GSM8KTask", "data": {"idx": idx, "prompt": question, "answer": "1"}}
+    episode = WireEpisode.model_validate({"task": task, "traces": []})
+    episode.traces = [type_adapter(vf.WireTrace).validate_python({"task": task, "agent": {"config": {}}})]
+    write_episode(run, episode)
+whole = (run / TRACES_FILE).read_bytes().splitlines(keepends=True)[0]
+cut = next(i for i, byte in enumerate(whole) if byte >= 0xC0) + 1  # just after a character's first byte
+with open(run / TRACES_FILE, "ab") as f:
+    f.write(b"[" * 100_000 + b"]" * 100_000 + b"\n" + whole[:cut])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    _, kept = read_run(run)
+(run / TRACES_FILE).unlink()
+try:
+    read_run(run)
+    missing = "no error"
+except RuntimeError as e:
+    missing = str(e)
+print(json.dumps({"kept": [e.traces[0].task.data.prompt for e in kept], "said": [str(w.message) for w in caught],
+                  "missing": missing}))
+'''
+
+
+@pytest.mark.slow
+def test_a_damaged_run_keeps_every_readable_episode_and_a_missing_one_says_why(v1_env, gsm8k_dir, tmp_path):
+    """verifiers' read_episodes (and the bridge before) read text: a last line cut inside a UTF-8 character
+    raised a bare UnicodeDecodeError and nothing was read; a deeply nested line raised RecursionError; a run
+    without traces.jsonl, FileNotFoundError. Each damaged line is now skipped and named, and a missing file
+    is a message that says what the folder should be."""
+    rows = [json.loads(line) for line in (gsm8k_dir / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    questions = [r["question"] for r in rows if not r["question"].isascii()][:3]
+    assert len(questions) == 3
+    done = subprocess.run([str(V1_PYTHON), "-c", DAMAGED_RUN, json.dumps(questions), str(tmp_path / "run")],
+                          cwd=ROOT, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["kept"] == questions
+    (said,) = result["said"]
+    assert "skipped 2 damaged record(s)" in said and "kept 3" in said, said
+    assert "line 4: nested too deeply to read" in said and "line 5: not UTF-8 text" in said, said
+    assert "traces.jsonl does not exist" in result["missing"] and "not a v1 eval run folder" in result["missing"]
+
+
 # ---------------------------------------------------------------- the checks reject the mistakes learners make
 # For each exercise: its right answer, the blank (the cell as committed) and plausible wrong answers, each with
 # a fragment its hint must contain. Built and checked in .venv-v1; the hints come back as JSON.

@@ -92,11 +92,12 @@ def register_taskset(taskset_id: str, taskset_class: type) -> types.ModuleType:
 
 
 def read_run(run_dir: str | Path) -> tuple[dict, list]:
-    """A v1 eval run folder: its saved config (configs/eval.json, as the runner wrote it) and its
+    """A v1 eval run folder: its saved config (configs/resolved/*.json, as the runner wrote it) and its
     episodes, read as verifiers' own `read_episodes` reads them (`vf.WireTrace` reads any taskset's traces),
-    except that a damaged line (a torn last line of a killed run: not JSON; a record of the wrong shape) is
-    skipped with a warning naming its file and line, as the course's trace store does, and the rest is kept:
-    `read_episodes` raises on the first one, and nothing is read."""
+    except that a damaged line is skipped with a warning naming its file and line, as the course's trace store
+    does (helpers.local.trace_store), and the rest is kept: a torn last line of a killed run (not JSON, or cut
+    inside a UTF-8 character), a record of the wrong shape, one nested too deeply to parse. `read_episodes`
+    raises on the first one, and nothing is read. A missing traces.jsonl is a RuntimeError that says why."""
     import warnings
 
     import pydantic
@@ -106,23 +107,37 @@ def read_run(run_dir: str | Path) -> tuple[dict, list]:
     from verifiers.v1.utils.trace_store import TRACES_FILE, type_adapter
 
     run_dir = Path(run_dir)
-    config_path = saved_config_path(run_dir)
-    config = json.loads(config_path.read_text()) if config_path else {}
-    trace_adapter, episodes, skipped = type_adapter(vf.WireTrace), [], []
     path = run_dir / TRACES_FILE
-    with path.open(encoding="utf-8") as f:
+    if not path.is_file():
+        raise RuntimeError(f"{path} does not exist: {run_dir} is not a v1 eval run folder, or its run stopped "
+                           "before the first rollout finished (vf-eval writes one line per rollout). Give the "
+                           "folder the run printed, or run the evaluation again.")
+    config, config_path = {}, saved_config_path(run_dir)
+    if config_path:
+        try:
+            config = json.loads(config_path.read_bytes())
+        except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            warnings.warn(f"v1 run {config_path}: its saved config cannot be read ({type(e).__name__}); "
+                          "the run's calls are written without it", stacklevel=2)
+    trace_adapter, episodes, skipped = type_adapter(vf.WireTrace), [], []
+    with path.open("rb") as f:  # bytes: a line cut inside a UTF-8 character must not stop the others
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line.decode("utf-8"))
                 episode = WireEpisode.model_validate({**row, "traces": []})
                 episode.traces = [trace_adapter.validate_python(trace) for trace in row["traces"]]
-            except (json.JSONDecodeError, pydantic.ValidationError, TypeError, KeyError) as e:
-                why = "not JSON (a line cut short?)" if isinstance(e, json.JSONDecodeError) else f"{type(e).__name__}"
-                skipped.append(f"line {number}: {why}")
-                continue
-            episodes.append(episode)
+            except UnicodeDecodeError:
+                skipped.append(f"line {number}: not UTF-8 text (a line cut inside a character?)")
+            except json.JSONDecodeError:
+                skipped.append(f"line {number}: not JSON (a line cut short?)")
+            except RecursionError:
+                skipped.append(f"line {number}: nested too deeply to read")
+            except (pydantic.ValidationError, TypeError, KeyError) as e:
+                skipped.append(f"line {number}: not an episode ({type(e).__name__})")
+            else:
+                episodes.append(episode)
     if skipped:
         warnings.warn(f"v1 run {path}: skipped {len(skipped)} damaged record(s) ({'; '.join(skipped)}); "
                       f"kept {len(episodes)}", stacklevel=2)
