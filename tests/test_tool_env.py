@@ -28,6 +28,8 @@ from openai.types.chat import ChatCompletionMessage
 
 KEY = "fake-endpoint-key"
 CUT_OFF_ARGUMENTS = '{"expression": "2+2"'  # a call cut off before its closing brace
+# JSON nested deeper than Python's parser recurses: json.loads raises RecursionError, not a ValueError
+DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def completion(message: dict) -> dict:
@@ -87,6 +89,7 @@ def calls_then_answers(call: dict) -> Callable[[dict], dict]:
     (tool_call("calculate", CUT_OFF_ARGUMENTS), "error: the arguments '{\"expression\": \"2+2\"' are not valid JSON"),
     (tool_call("calculate", '"2+2"'), "error: the arguments must be a JSON object"),
     (tool_call("calc", '{"expression": "2+2"}'), "error: there is no tool named 'calc'; the tools are: calculate"),
+    (tool_call("calculate", '{"expression": ' + DEEP + "}"), "error: the arguments '{\"expression\": [[[[["),
 ])
 def test_a_malformed_tool_call_becomes_a_tool_error_and_no_rollout_is_lost(call, error):
     env = vf.load_environment("gsm8k-calculator", num_examples=1, num_eval_examples=3)
@@ -149,6 +152,19 @@ def test_json_replies_become_a_tool_round_trip():
         assert body["response_format"]["json_schema"]["schema"] == env.reply_schema
         assert body["messages"][1:1 + len(JSON_WORKED_EXAMPLE)] == JSON_WORKED_EXAMPLE
     assert len(out.prompt[0]) == 2  # the recorded prompt is the question's own (system, user)
+
+
+def test_a_json_reply_nested_too_deeply_is_a_malformed_reply_and_no_rollout_is_lost():
+    """json.loads raised RecursionError out of get_model_response, and env.evaluate lost every rollout. The
+    reply is now what a reply cut off at max_tokens is: not a call, kept as written, the rollout's last turn."""
+    env = vf.load_environment("gsm8k-calculator", tool_protocol="json", num_examples=1, num_eval_examples=2)
+    for deep in (DEEP, '{"tool_call": {"name": "calculate", "arguments": {"expression": ' + DEEP + "}}}"):
+        with fake_endpoint(lambda body, deep=deep: {"content": deep}) as (client, _):
+            out = env.evaluate(client, "scripted", num_examples=2, rollouts_per_example=2, max_concurrent=4)
+        assert len(out.completion) == len(out.reward) == 4
+        for rollout in out.completion:
+            assert [m["role"] for m in rollout] == ["assistant"] and rollout[0]["content"] == deep
+        assert out.metrics["tool_calls"] == [0.0] * 4 and out.reward == [0.0] * 4
 
 
 def test_read_json_reply():

@@ -203,13 +203,22 @@ class TolerantToolEnv(vf.ToolEnv):
         if name not in self.tool_map:
             return ValueError(f"there is no tool named {name!r}; the tools are: {', '.join(self.tool_map)}")
         try:
-            parsed = json.loads(arguments)
+            parsed = _loads(arguments)
         except (TypeError, ValueError) as e:
             return ValueError(f"the arguments {str(arguments)[:80]!r} are not valid JSON ({e}); "
                               'send a JSON object, e.g. {"expression": "3 * 12 - 5"}')
         if not isinstance(parsed, dict):
             return ValueError(f"the arguments must be a JSON object of named arguments, not {arguments[:80]!r}")
         return None
+
+
+def _loads(text):
+    """json.loads, with JSON nested too deeply for Python's parser (a RecursionError, which would end the
+    rollout and lose the evaluation) raised as the ValueError any other malformed JSON raises."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _call_parts(call) -> tuple[str, object, str]:
@@ -302,9 +311,10 @@ class JsonToolEnv(TolerantToolEnv):
 
 def read_json_reply(message) -> None:
     """Turn a JSON reply into what ToolEnv expects, in place: a call -> `tool_calls`, a response ->
-    its text as the content. Anything else (e.g. JSON cut off at max_tokens) stays as written."""
+    its text as the content. Anything else (e.g. JSON cut off at max_tokens, or nested too deeply to parse)
+    stays as written."""
     try:
-        reply = json.loads(message.content or "")
+        reply = _loads(message.content or "")
     except ValueError:
         return
     if not isinstance(reply, dict):
