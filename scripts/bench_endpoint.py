@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 
 TOKENS = 128
 PROMPT = "Write a short story about a robot who learns to count."
@@ -76,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--install", action="store_true", help="also time a fresh setup_env.sh")
     parser.add_argument("--quick", action="store_true", help="only the default settings, both models")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=whole_number(1), default=3)
     args = parser.parse_args()
     from helpers.local.llama_server import packaged_model_path
 

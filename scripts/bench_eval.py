@@ -18,16 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 
 from helpers import build_gsm8k_env
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
+from helpers.local.parameters import GSM8K_ROWS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rollouts", type=int, default=16, help="examples evaluated (1 rollout each)")
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--rollouts", type=whole_number(1, GSM8K_ROWS["test"], "GSM8K test problems"),
+                        default=16, help="examples evaluated (1 rollout each)")
+    parser.add_argument("--max-tokens", type=whole_number(1), default=256)
     args = parser.parse_args()
     info = machine_info()
     env = build_gsm8k_env(variant="hash", num_eval_examples=args.rollouts)

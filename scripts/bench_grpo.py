@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 
 NOTEBOOK = ROOT / "notebooks" / "02_traced_grpo_training.ipynb"
 
@@ -44,16 +44,31 @@ def run_once(rollouts: str, seed: int, overrides: dict) -> dict:
     return {"rollouts": rollouts, "seed": seed, "notebook_minutes": round(wall / 60, 2), **summary}
 
 
+def notebook_overrides(parser: argparse.ArgumentParser, pairs: list[list[str]]) -> dict:
+    """The -p NAME VALUE pairs as papermill parameters, each checked by notebook 02's own rules now: a name the
+    notebook does not have only made papermill warn, and a value its first cell refuses cost a kernel start."""
+    from helpers.local.notebook_runner import _value
+    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
+
+    rules = NOTEBOOK_PARAMETERS["02"]
+    overrides = {name: _value(value) for name, value in pairs}
+    unknown = [name for name in overrides if name not in rules]
+    if unknown:
+        parser.error(f"-p {', '.join(unknown)}: notebook 02 has no such parameter; its parameters are "
+                     f"{', '.join(rules)}")
+    if found := problems(overrides, {name: rules[name] for name in overrides}):
+        parser.error("-p: " + "; ".join(found))
+    return overrides
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollouts", nargs="+", default=["server", "generate"], choices=["server", "generate"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0, 2**32 - 1), default=[0, 1])
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override one of the notebook's parameters (default: its committed values)")
     args = parser.parse_args()
-    from helpers.local.notebook_runner import _value
-
-    overrides = {name: _value(value) for name, value in args.parameter}
+    overrides = notebook_overrides(parser, args.parameter)
     info = machine_info()
     runs = []
     for seed in args.seeds:

@@ -26,7 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_learnability import SETTINGS, one_answer_line, summarize, train_run
-from bench_results import RESULTS_DIR, machine_info, write_result
+from bench_results import RESULTS_DIR, machine_info, whole_number, write_result
+
+from helpers.local.parameters import GSM8K_ROWS
 
 REWARDS = ("hash_format", "one_answer_line")
 
@@ -56,10 +58,12 @@ def scripted_check() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rewards", nargs="+", default=list(REWARDS), choices=REWARDS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--steps", type=int, default=12, help="GRPO steps per run (~5-8 min on 2 idle cores)")
-    parser.add_argument("--num-eval", type=int, default=100, help="held-out GSM8K problems, greedy")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0, 2**32 - 1), default=[0, 1])
+    parser.add_argument("--steps", type=whole_number(1), default=12,
+                        help="GRPO steps per run (~5-8 min on 2 idle cores)")
+    parser.add_argument("--num-eval", type=whole_number(1, GSM8K_ROWS["test"], "GSM8K test problems"), default=100,
+                        help="held-out GSM8K problems, greedy")
+    parser.add_argument("--threads", type=whole_number(1), default=None)
     args = parser.parse_args()
     from helpers import grpo
 

@@ -82,7 +82,14 @@ def grpo_figures(runs: Path, path: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("numbers", nargs="*", help="notebook numbers, e.g. 00 02 (default: all)")
+    numbers = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+    def number(text: str) -> str:  # (argparse's choices refuse an empty list of a positional nargs="*")
+        if text not in numbers:
+            raise argparse.ArgumentTypeError(f"there is no notebook {text!r}; the notebooks are {' '.join(numbers)}")
+        return text
+
+    parser.add_argument("numbers", nargs="*", type=number, help="notebook numbers, e.g. 00 02 (default: all)")
     parser.add_argument("--fresh-v1-env", action="store_true",
                         help="delete .venv-v1 and time making it anew (notebook 04's environment)")
     parser.add_argument("--solved", action="store_true", help="every exercise cell replaced by its solution")

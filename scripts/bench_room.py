@@ -44,7 +44,7 @@ import httpx2 as httpx  # the HTTP package openai 3.x is built on
 import openai
 import psutil
 import verifiers as vf
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 from serve_room import ROOM_CTX_PER_SLOT, ROOM_SLOTS, room_server
 
 # Notebook 01's parameters cell (notebooks/01_traced_gsm8k_eval.ipynb) and its two evaluations.
@@ -199,11 +199,22 @@ def measure_wheelhouse() -> None:
         suffix="wheelhouse")
 
 
+DEFAULT_LEARNERS = [1, 2, 4, 8, 16]
+LEARNER_COUNT = whole_number(1, 32, "learners; the run is bounded: 24 requests a learner per evaluation")
+
+
+def learner_counts(text: str) -> list[int]:
+    """--learners: comma-separated numbers of learners, each checked as LEARNER_COUNT."""
+    return [LEARNER_COUNT(part.strip()) for part in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--learners", default="1,2,4,8,16", help="comma-separated N (at most 32 each)")
-    parser.add_argument("--slots", type=int, default=ROOM_SLOTS, help="the server's request slots")
-    parser.add_argument("--max-tokens", type=int, default=NOTEBOOK_01["max_tokens"],
+    parser.add_argument("--learners", type=learner_counts, default=DEFAULT_LEARNERS,
+                        help="comma-separated N (at most 32 each), e.g. 1,2,4")
+    parser.add_argument("--slots", type=whole_number(1, 256, "request slots, as serve_room.py --parallel"),
+                        default=ROOM_SLOTS, help="the server's request slots")
+    parser.add_argument("--max-tokens", type=whole_number(1), default=NOTEBOOK_01["max_tokens"],
                         help="notebook 01's default; lower it only for a quick look (then no result file)")
     parser.add_argument("--variants", default="think", help=f"evaluations each learner runs, of {VARIANTS}")
     parser.add_argument("--lock", help="take an exclusive flock on this file for the whole run (see above)")
@@ -212,12 +223,10 @@ def main() -> None:
     if args.wheelhouse:
         measure_wheelhouse()
         return
-    counts = [int(x) for x in args.learners.split(",")]
+    counts = args.learners
     variants = args.variants.split(",")
     if not set(variants) <= set(VARIANTS):
         raise SystemExit(f"bench_room: --variants takes {', '.join(VARIANTS)}")
-    if not all(1 <= n <= 32 for n in counts):
-        raise SystemExit("bench_room: each N must be between 1 and 32 (the run is bounded: 24 requests a learner per evaluation)")
     rows = []
     with exclusive(args.lock) if args.lock else nullcontext():
         info = machine_info()  # once the machine is ours: the load average now
@@ -252,7 +261,7 @@ def save(args, info: dict, variants: list[str], rows: list[dict]) -> None:
                    "slots": args.slots, "ctx_per_slot": ROOM_CTX_PER_SLOT, "threads": os.cpu_count()},
         "cpu_lock": lock,
         "runs": rows,
-    }, suffix="" if args.learners == "1,2,4,8,16" else "n" + args.learners.replace(",", "-"))
+    }, suffix="" if args.learners == DEFAULT_LEARNERS else "n" + "-".join(map(str, args.learners)))
 
 
 if __name__ == "__main__":

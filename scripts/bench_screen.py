@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_learnability import ONE_LINE_PROMPT, SETTINGS, hash_lines, load_model
-from bench_results import RESULTS_DIR, cpu_flags, machine_info, write_result
+from bench_results import RESULTS_DIR, cpu_flags, machine_info, whole_number, write_result
 
 from helpers import grpo
 
@@ -207,8 +207,10 @@ def print_table(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--problems", type=int, default=100, help="held-out problems per task (default 100)")
-    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: idle cores)")
+    parser.add_argument("--problems", type=whole_number(1), default=100,
+                        help="held-out problems per task (default 100)")
+    parser.add_argument("--threads", type=whole_number(1), default=None,
+                        help="llama.cpp threads (default: idle cores)")
     parser.add_argument("--table", action="store_true", help="print the newest screen file as a table")
     args = parser.parse_args()
     if args.table:

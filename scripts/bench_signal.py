@@ -21,15 +21,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "environments" / "gsm8k_course"), str(ROOT / "tests")]
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, positive_number, whole_number, write_result
+
+from helpers.local.parameters import GSM8K_ROWS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[96, 128, 160])
-    parser.add_argument("--prompts", type=int, default=40, help="training questions, one group of 4 each")
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.9)
+    parser.add_argument("--lengths", type=whole_number(1, what="max_tokens"), nargs="+",
+                        default=[96, 128, 160])
+    parser.add_argument("--prompts", type=whole_number(1, GSM8K_ROWS["train"], "GSM8K train problems"), default=40,
+                        help="training questions, one group of 4 each")
+    parser.add_argument("--group", type=whole_number(2, what="GRPO compares at least 2 completions"),
+                        default=4)
+    parser.add_argument("--temperature", type=positive_number("sampled, not greedy"), default=0.9)
     parser.add_argument("--system-prompt", help="instead of CI's (tests/test_notebook_02.py's CI_SYSTEM_PROMPT)")
     parser.add_argument("--suffix", default="", help="signal-<suffix>-<date>.json, to keep another prompt's file")
     args = parser.parse_args()

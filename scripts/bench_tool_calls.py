@@ -30,13 +30,14 @@ from pathlib import Path
 
 import verifiers as vf
 import xllamacpp as xlc
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 from gsm8k_calculator import SYSTEM_PROMPT
 
 from helpers.env import quiet_library_logs
 from helpers.evaluation import wilson_interval
 from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
+from helpers.local.parameters import GSM8K_ROWS
 from helpers.local.paths import display_path, runs_dir
 
 # A ChatML template with tool support, written after Qwen2.5's: tools listed in the system
@@ -186,10 +187,11 @@ def _printable(completion) -> list | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--num-examples", type=int, default=40, help="GSM8K test questions (1 rollout each)")
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--num-examples", type=whole_number(1, GSM8K_ROWS["test"], "GSM8K test problems"),
+                        default=40, help="GSM8K test questions (1 rollout each)")
+    parser.add_argument("--max-tokens", type=whole_number(1), default=256)
     parser.add_argument("--setups", nargs="*", default=list(SETUPS), choices=list(SETUPS))
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--threads", type=whole_number(1), default=os.cpu_count() or 1,
                         help="llama.cpp threads (fewer than the cores when other programs share them)")
     parser.add_argument("--earlier", metavar="RESULT_FILE",
                         help="an earlier result of this bench (same questions and settings) whose set-ups this run "

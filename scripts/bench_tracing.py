@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
+
+from helpers.local.parameters import GSM8K_ROWS
 
 SERVER_KEY_ENV = "COURSE_BENCH_SERVER_KEY"  # the local server's per-start key, for the child processes
 
@@ -85,9 +87,10 @@ def run_child(mode: str, server, args, runs_dir: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rollouts", type=int, default=32)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rollouts", type=whole_number(1, GSM8K_ROWS["test"], "GSM8K test problems"),
+                        default=32)
+    parser.add_argument("--max-tokens", type=whole_number(1), default=64)
+    parser.add_argument("--repeats", type=whole_number(1), default=2)
     parser.add_argument("--child", choices=["untraced", "traced"], help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()

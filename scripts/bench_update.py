@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from bench_results import machine_info, write_result
+from bench_results import machine_info, whole_number, write_result
 
 
 def seconds_per_update(model, optimizer, batch: int, prompt: int, completion: int, bf16: bool, repeats: int) -> float:
@@ -69,13 +69,14 @@ def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--prompt", type=int, default=130)
-    parser.add_argument("--completion", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--batch", type=whole_number(1), default=8)
+    parser.add_argument("--prompt", type=whole_number(1), default=130)
+    parser.add_argument("--completion", type=whole_number(1), default=200)
+    parser.add_argument("--repeats", type=whole_number(1), default=2)
     parser.add_argument("--bf16", action="store_true", help="also TRL's default bfloat16 autocast")
-    parser.add_argument("--threads", type=int, nargs="+", help="torch threads to try (float32, checkpointing on)")
-    parser.add_argument("--busy", type=int, nargs="+", default=[0],
+    parser.add_argument("--threads", type=whole_number(1), nargs="+",
+                        help="torch threads to try (float32, checkpointing on)")
+    parser.add_argument("--busy", type=whole_number(0), nargs="+", default=[0],
                         help="with --threads: how many other processes keep a core busy while it runs")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # "bf16,checkpointing[,threads]" in a child process
     args = parser.parse_args()
