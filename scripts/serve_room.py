@@ -3,6 +3,7 @@
     .venv/bin/python scripts/serve_room.py                       # CPU: llama.cpp, 127.0.0.1 (this machine only)
     .venv/bin/python scripts/serve_room.py --host 192.168.1.20   # reachable from the room's network (key + warning)
     .venv/bin/python scripts/serve_room.py --backend vllm --model Qwen/Qwen3-0.6B   # a GPU machine (not run here)
+    .venv/bin/python scripts/serve_room.py --model my-model.gguf --model-name my-model  # another GGUF, on the CPU
 
 It prints the three variables every learner sets (a JupyterHub built from workshop/ sets them for
 everyone), writes them to runs/room/room.env (mode 0600) and serves until Ctrl-C. The notebooks run
@@ -24,6 +25,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import threading
 import warnings
@@ -31,8 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_results import whole_number
+
 from helpers.local.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address
-from helpers.local.llama_server import LocalModelServer
+from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer, packaged_model_path
 from helpers.local.paths import display_path, runs_dir
 
 ROOM_SLOTS = 16  # requests decoded together; more wait in llama.cpp's queue (bench_room.py: 0 errors at 64 in flight)
@@ -42,11 +46,14 @@ KEY_ENV = "COURSE_ROOM_KEY"
 
 
 def room_server(host: str = HOST, port: int | None = None, key: str | None = None,
-                parallel: int = ROOM_SLOTS, threads: int | None = None) -> LocalModelServer:
-    """The room's llama.cpp server, not yet started (scripts/bench_room.py measures this one)."""
+                parallel: int = ROOM_SLOTS, threads: int | None = None, model: Path | None = None,
+                name: str | None = None) -> LocalModelServer:
+    """The room's llama.cpp server, not yet started (scripts/bench_room.py measures this one): the course's
+    SmolLM2-135M-Instruct, or the GGUF file `model`, served as `name` (default: the file's name)."""
     options = {"threads": threads} if threads else {}
     return LocalModelServer(host=host, port=port, key=key, parallel=parallel, ctx_per_slot=ROOM_CTX_PER_SLOT,
-                            startup_timeout_s=180, **options)
+                            startup_timeout_s=180, model_path=model or packaged_model_path(),
+                            alias=name or (Path(model).stem if model else LOCAL_MODEL_NAME), **options)
 
 
 def room_key() -> str:
@@ -71,7 +78,7 @@ def announce(variables: dict[str, str], host: str) -> Path:
     print("\nLearners set these three variables before starting Jupyter (a hub built from workshop/ sets them):\n")
     for name, value in variables.items():
         print(f"  export {name}={value}")
-    if host in ("0.0.0.0", ""):
+    if host in ("0.0.0.0", "::"):
         print("\n  (0.0.0.0 listens on every interface: replace the address in OPENAI_BASE_URL with this "
               "machine's address on the room's network)")
     print(f"\nThe same, for the hub or your own shell: {display_path(env_file)} "
@@ -80,7 +87,7 @@ def announce(variables: dict[str, str], host: str) -> Path:
 
 
 def serve_llama(args: argparse.Namespace, key: str) -> None:
-    server = room_server(args.host, args.port, key, args.parallel, args.threads)
+    server = room_server(args.host, args.port, key, args.parallel, args.threads, args.model, args.model_name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # main() has printed the address warning already
         server.start()
@@ -119,35 +126,53 @@ def serve_vllm(args: argparse.Namespace, key: str) -> None:
     os.execvpe("vllm", vllm_command(args), {**os.environ, "VLLM_API_KEY": key})
 
 
-def _whole_number(low: int, high: int, what: str):
-    """An argparse type: a whole number in [low, high], refused by name before anything starts."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({what})") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range: {what}")
-        return value
-    return parse
+def bind_address(text: str) -> str:
+    """--host: an address of this machine, checked by binding it now. llama.cpp given one it cannot listen on
+    (an empty one, another machine's) does not exit: the start waited its full 180 s."""
+    every = f"give {HOST} (this machine only), this machine's address on the room's network, or 0.0.0.0 (every interface)"
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty address: {every}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(text, 0, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as e:  # socket.gaierror too: a name that does not resolve
+        raise argparse.ArgumentTypeError(f"{text!r} is not an address of this machine ({e.strerror or e}): "
+                                         f"{every}") from None
+    return text
+
+
+def check_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--model means a Hugging Face model id to vLLM and a GGUF file to llama.cpp: refuse one for the other."""
+    if args.backend == "llama" and args.model is not None:
+        model = Path(args.model)
+        if model.suffix.lower() != ".gguf":
+            parser.error(f"--model {args.model!r}: the llama backend serves a GGUF file; give the path of one "
+                         "(default: the course's SmolLM2-135M-Instruct), or --backend vllm for a Hugging Face model")
+        if not model.is_file():
+            parser.error(f"--model {args.model!r}: there is no such file")
+        args.model = model
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("llama", "vllm"), default="llama",
                         help="llama: llama.cpp on the CPU (the course's model); vllm: `vllm serve` on a GPU")
-    parser.add_argument("--host", default=HOST,
+    parser.add_argument("--host", type=bind_address, default=HOST,
                         help=f"address to listen on (default {HOST}: this machine only; any other needs a key "
                              "and prints a warning)")
-    parser.add_argument("--port", type=_whole_number(1, 65535, "a TCP port from 1 to 65535, which learners will be told"),
+    parser.add_argument("--port", type=whole_number(1, 65535, "a TCP port, which learners will be told"),
                         default=DEFAULT_PORT)
-    parser.add_argument("--parallel", type=_whole_number(1, 256, "request slots, 1 to 256 (about one per learner)"),
+    parser.add_argument("--parallel", type=whole_number(1, 256, "request slots, about one per learner"),
                         default=ROOM_SLOTS, help="llama: request slots decoded together")
-    parser.add_argument("--threads", type=_whole_number(1, 1024, "CPU threads, 1 or more"),
+    parser.add_argument("--threads", type=whole_number(1, 1024, "CPU threads"),
                         help="llama: CPU threads (default: every core)")
-    parser.add_argument("--model", help="vllm: the model to serve (llama serves SmolLM2-135M-Instruct)")
-    parser.add_argument("--model-name", help="vllm: the name learners use (OPENAI_MODEL); default: --model")
+    parser.add_argument("--model", help="the model to serve: vllm, a Hugging Face model id; llama, a GGUF file "
+                                        f"(default: {LOCAL_MODEL_NAME})")
+    parser.add_argument("--model-name", help="the name learners use (OPENAI_MODEL); default: vllm, --model; "
+                                             f"llama, the GGUF file's name, or {LOCAL_MODEL_NAME}")
     args = parser.parse_args(argv)
+    check_model(parser, args)
     key = room_key()
     try:
         with warnings.catch_warnings(record=True) as caught:

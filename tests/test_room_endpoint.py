@@ -8,6 +8,7 @@ so the test exercises the named-address path without opening anything to a netwo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -133,6 +134,36 @@ def test_serve_room_prints_the_three_variables_that_notebooks_read(tmp_path, mon
             process.wait()
 
 
+def test_serve_room_serves_the_gguf_file_given_as_model_under_the_name_given(tmp_path):
+    """--model and --model-name were vLLM's only: the llama backend served SmolLM2 as SmolLM2-135M-Instruct
+    whatever they said. A GGUF file is now served under --model-name (here the course's own file, renamed)."""
+    from helpers.local.llama_server import packaged_model_path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**{k: v for k, v in os.environ.items() if k != "COURSE_ROOM_KEY"}, "COURSE_RUNS_DIR": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "serve_room.py"), "--port", str(port), "--parallel",
+                                "1", "--model", str(packaged_model_path()), "--model-name", "room-gguf"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                               env=env)
+    try:
+        printed = _read_until(process, "export OPENAI_MODEL=")
+        variables = dict(line.strip().removeprefix("export ").split("=", 1)
+                         for line in printed.splitlines() if line.strip().startswith("export "))
+        assert variables["OPENAI_MODEL"] == "room-gguf"
+        request = urllib.request.Request(f"{variables['OPENAI_BASE_URL']}/models",
+                                         headers={"Authorization": f"Bearer {variables['OPENAI_API_KEY']}"})
+        with NO_PROXY.open(request, timeout=30) as reply:
+            assert [m["id"] for m in json.loads(reply.read())["data"]] == ["room-gguf"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_serve_room_refuses_a_short_key(tmp_path):
     env = {**os.environ, "COURSE_RUNS_DIR": str(tmp_path), "COURSE_ROOM_KEY": "too-short"}
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "serve_room.py"), "--host", NAMED],
@@ -155,10 +186,15 @@ def test_serve_room_vllm_keeps_the_key_off_the_command_line(monkeypatch, capsys)
 @pytest.mark.parametrize("arguments, named", [
     (["--port", "70000"], "--port"), (["--port", "-1"], "--port"), (["--port", "0"], "--port"),
     (["--port", "http"], "--port"), (["--parallel", "0"], "--parallel"), (["--threads", "0"], "--threads"),
+    (["--host", ""], "--host: an empty address"),
+    (["--host", "192.0.2.1"], "--host: '192.0.2.1' is not an address of this machine"),  # RFC 5737: no one's
+    (["--model", "Qwen/Qwen3-0.6B"], "the llama backend serves a GGUF file"),
+    (["--model", "missing.gguf"], "--model 'missing.gguf': there is no such file"),
 ])
 def test_serve_room_refuses_a_bad_argument_before_anything_starts(arguments, named):
-    """--port 70000 raised a bare OverflowError, --port 0 waited 180 s, --parallel 0 served nothing: each is
-    now refused at once, naming the argument and what it must be, and no server is started."""
+    """--port 70000 raised a bare OverflowError, --port 0 and --host '' waited 180 s, --parallel 0 served
+    nothing, --model was silently ignored by the llama backend: each is now refused at once, naming the
+    argument and what it must be, and no server is started."""
     started = time.monotonic()
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "serve_room.py"), *arguments], capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
