@@ -11,7 +11,8 @@ exercises, in whole minutes; a notebook's total is the sum of its rows, the sess
 
 The tables sit between `<!-- minute-plan:NAME -->` and `<!-- /minute-plan -->` (a notebook's first markdown
 cell that has them; the guide's agenda); tests/test_figures.py fails when the committed text differs from
-what this script writes.
+what this script writes. A missing or damaged input (the plan, a run file it names, a notebook) stops it with
+a message that names the file and what is wrong, before anything is written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,27 @@ RESULTS = ROOT / "benchmarks" / "results"
 GUIDE = ROOT / "INSTRUCTOR_GUIDE.md"
 NOTEBOOKS = ROOT / "notebooks"
 BLOCK = re.compile(r"<!-- minute-plan:(?P<name>[\w-]+) -->\n.*?<!-- /minute-plan -->", re.DOTALL)
+
+
+class PlanError(Exception):
+    """An input this script cannot use; the message names the file and what is wrong with it."""
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def read_json(path: Path, fix: str):
+    """A JSON input file, or a PlanError naming it and `fix` (how to get a good copy back)."""
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise PlanError(f"{_shown(path)} is missing; {fix}") from None
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not JSON, not UTF-8
+        raise PlanError(f"{_shown(path)} cannot be read as JSON ({e}); {fix}") from None
+
+
+RESTORE = "restore it from git (`git checkout -- <file>`)"
 
 
 @dataclass
@@ -50,10 +73,13 @@ def _mean(values: list[float]) -> float:
 
 
 def _run_record(notebook: dict) -> tuple[dict, dict]:
-    data = json.loads((RESULTS / notebook["run_file"]).read_text())
+    data = read_json(RESULTS / notebook["run_file"], f"{RESTORE}, or name another run file in {_shown(PLAN)}")
     if "notebooks" in data:
-        (record,) = [n for n in data["notebooks"] if n["notebook"] == notebook["notebook"]]
-        return data, record
+        found = [n for n in data["notebooks"] if n["notebook"] == notebook["notebook"]]
+        if len(found) != 1:
+            raise PlanError(f"benchmarks/results/{notebook['run_file']} has {len(found)} records of notebook "
+                            f"{notebook['notebook']}, not one: name a run file of that notebook in {_shown(PLAN)}")
+        return data, found[0]
     return data, {}
 
 
@@ -146,10 +172,29 @@ def render_agenda(plan: dict) -> str:
     return "\n".join(lines)
 
 
+def _described(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return f"no {error} in it"
+    if isinstance(error, ZeroDivisionError):
+        return "no run in its run file matches a run_terms 'where'"
+    return f"{type(error).__name__}: {error}"
+
+
 def rendered() -> dict[str, str]:
-    plan = json.loads(PLAN.read_text())
-    out = {b["notebook"]: render_notebook(b) for b in plan["blocks"] if "notebook" in b}
-    out["agenda"] = render_agenda(plan)
+    """Every table, by block name. A plan or run file of the wrong shape is a PlanError naming the block."""
+    plan = read_json(PLAN, RESTORE)
+    where = _shown(PLAN)
+    try:
+        out = {}
+        for number, block in enumerate(plan["blocks"], start=1):
+            if "notebook" in block:
+                where = f"{_shown(PLAN)}, block {number} ({block['notebook']})"
+                out[block["notebook"]] = render_notebook(block)
+        where = _shown(PLAN)
+        out["agenda"] = render_agenda(plan)
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+        raise PlanError(f"{where}: {_described(e)}; fix the plan (its 'about' says what each block holds) "
+                        f"or {RESTORE}") from None
     return out
 
 
@@ -160,6 +205,9 @@ def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, set[str]]:
     def swap(match: re.Match) -> str:
         name = match["name"]
         seen.add(name)
+        if name not in blocks:
+            raise PlanError(f"a minute-plan block is named {name!r}, and {_shown(PLAN)} has no block of that name: "
+                            f"rename it to one of {', '.join(blocks)}")
         return f"<!-- minute-plan:{name} -->\n{blocks[name]}\n<!-- /minute-plan -->"
 
     return BLOCK.sub(swap, text), seen
@@ -169,9 +217,26 @@ def targets() -> dict[Path, list[int]]:
     """Each file with minute-plan blocks: the guide, and each notebook (with the cells that hold them)."""
     found: dict[Path, list[int]] = {GUIDE: []}
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
-        found[path] = [i for i, c in enumerate(cells) if BLOCK.search("".join(c["source"]))]
+        found[path] = [i for i, c in enumerate(_cells(path)) if BLOCK.search("".join(c["source"]))]
     return found
+
+
+def _guide() -> str:
+    try:
+        return GUIDE.read_text(encoding="utf-8")
+    except (OSError, ValueError) as e:
+        raise PlanError(f"{_shown(GUIDE)} cannot be read ({e}); {RESTORE}") from None
+
+
+def _cells(path: Path) -> list[dict]:
+    cells = read_json(path, RESTORE)
+    try:
+        cells = cells["cells"]
+        for cell in cells:
+            "".join(cell["source"])
+    except (KeyError, TypeError) as e:
+        raise PlanError(f"{_shown(path)} is not a notebook ({_described(e)}); {RESTORE}") from None
+    return cells
 
 
 def stale() -> list[str]:
@@ -179,13 +244,13 @@ def stale() -> list[str]:
     blocks, problems, seen = rendered(), [], set()
     for path, cell_indices in targets().items():
         if path == GUIDE:
-            text = GUIDE.read_text()
+            text = _guide()
             new, names = replace_blocks(text, blocks)
             seen |= names
             if new != text:
                 problems.append(f"{path.name}: the agenda differs from the plan")
             continue
-        cells = json.loads(path.read_text())["cells"]
+        cells = _cells(path)
         for i in cell_indices:
             text = "".join(cells[i]["source"])
             new, names = replace_blocks(text, blocks)
@@ -197,31 +262,35 @@ def stale() -> list[str]:
 
 
 def write() -> None:
-    blocks = rendered()
+    """Every table into its file; each new text is made first, so a damaged input leaves every file as it was."""
+    blocks, texts = rendered(), {}
     for path, cell_indices in targets().items():
         if path == GUIDE:
-            GUIDE.write_text(replace_blocks(GUIDE.read_text(), blocks)[0])
-            continue
-        if not cell_indices:
-            continue
-        notebook = json.loads(path.read_text())
-        for i in cell_indices:
-            text = replace_blocks("".join(notebook["cells"][i]["source"]), blocks)[0]
-            notebook["cells"][i]["source"] = text.splitlines(keepends=True)
-        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+            texts[path] = replace_blocks(_guide(), blocks)[0]
+        elif cell_indices:
+            notebook = read_json(path, RESTORE)
+            for i in cell_indices:
+                text = replace_blocks("".join(notebook["cells"][i]["source"]), blocks)[0]
+                notebook["cells"][i]["source"] = text.splitlines(keepends=True)
+            texts[path] = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    for path, text in texts.items():
+        path.write_text(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help="write the tables into the notebooks and the guide")
     args = parser.parse_args()
-    if args.write:
-        write()
-        for problem in stale():
-            print(problem)
-        return
-    for name, text in rendered().items():
-        print(f"## {name}\n\n{text}\n")
+    try:
+        if args.write:
+            write()
+            for problem in stale():
+                print(problem)
+            return
+        for name, text in rendered().items():
+            print(f"## {name}\n\n{text}\n")
+    except PlanError as e:
+        sys.exit(f"minute_plan: {e}")
 
 
 if __name__ == "__main__":

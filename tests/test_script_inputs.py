@@ -1,8 +1,11 @@
 """Scripts given a bad input stop at once with a message that names it, not a bare traceback or a long run:
 the benchmark scripts' arguments (0 was read as "not given" by `args.x or default`, and a count of 0 or -1
-reached a loader that reads -1 as "all")."""
+reached a loader that reads -1 as "all"); scripts/minute_plan.py's damaged inputs."""
 
 import importlib
+import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,3 +64,93 @@ def test_a_bench_script_refuses_a_bad_argument_before_it_starts(script, argument
         module.main()
     said = capsys.readouterr().err
     assert stopped.value.code == 2 and says in said, said
+
+
+# ---------------------------------------------------------------- scripts/minute_plan.py on damaged inputs
+
+
+def _plan_inputs(root: Path) -> Path:
+    """A copy of scripts/minute_plan.py and everything it reads (the plan, the run files it names, the
+    notebooks, the guide) under `root`, where an input can be damaged without touching the project's."""
+    plan = json.loads((ROOT / "workshop" / "minute_plan.json").read_text())
+    run_files = {f"benchmarks/results/{b['run_file']}" for b in plan["blocks"] if "run_file" in b}
+    notebooks = [str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")]
+    for name in ["scripts/minute_plan.py", "workshop/minute_plan.json", "INSTRUCTOR_GUIDE.md", *run_files, *notebooks]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, root / name)
+    return root
+
+
+def _cut(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _edit_plan(change):
+    def damage(root: Path) -> None:
+        path = root / "workshop" / "minute_plan.json"
+        plan = json.loads(path.read_text())
+        change(plan)
+        path.write_text(json.dumps(plan))
+    return damage
+
+
+def _first_run_file(root: Path) -> Path:
+    plan = json.loads((root / "workshop" / "minute_plan.json").read_text())
+    return root / "benchmarks" / "results" / next(b["run_file"] for b in plan["blocks"] if "run_file" in b)
+
+
+def _rename_a_block(root: Path) -> None:
+    """A notebook's block misnamed, and a plan change that the guide's agenda would show (it was written
+    before the notebook's block was found wrong)."""
+    path = root / "notebooks" / "01_traced_gsm8k_eval.ipynb"
+    path.write_text(path.read_text().replace("<!-- minute-plan:01_traced_gsm8k_eval -->", "<!-- minute-plan:01_typo -->"))
+    _edit_plan(lambda plan: plan["blocks"][0].update(teach=plan["blocks"][0]["teach"] + 1))(root)
+
+
+DAMAGED_PLAN_INPUTS = [
+    ("the plan cut short", lambda root: _cut(root / "workshop" / "minute_plan.json"), [],
+     "workshop/minute_plan.json cannot be read as JSON"),
+    ("the plan missing", lambda root: (root / "workshop" / "minute_plan.json").unlink(), [],
+     "workshop/minute_plan.json is missing"),
+    ("the plan not UTF-8", lambda root: (root / "workshop" / "minute_plan.json").write_bytes(b'{"blocks": "\xff"}'), [],
+     "workshop/minute_plan.json cannot be read as JSON"),
+    ("a notebook's rows missing", _edit_plan(lambda plan: plan["blocks"][1].pop("rows")), [],
+     "workshop/minute_plan.json, block 2 (00_setup): no 'rows' in it"),
+    ("a row's teaching minutes as text", _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach="four")), [],
+     "block 2 (00_setup): TypeError"),
+    ("the session's minutes missing", _edit_plan(lambda plan: plan.pop("session_minutes")), [],
+     "workshop/minute_plan.json: no 'session_minutes' in it"),
+    ("a run file cut short", lambda root: _cut(_first_run_file(root)), [], "cannot be read as JSON"),
+    ("a run file missing", lambda root: _first_run_file(root).unlink(), [], "is missing; restore it from git"),
+    ("a run file without the notebook", _edit_plan(lambda plan: plan["blocks"][1].update(notebook="09_none")), [],
+     "records of notebook 09_none, not one"),
+    ("a notebook cut short", lambda root: _cut(root / "notebooks" / "02_traced_grpo_training.ipynb"), ["--write"],
+     "notebooks/02_traced_grpo_training.ipynb cannot be read as JSON"),
+    ("the guide missing", lambda root: (root / "INSTRUCTOR_GUIDE.md").unlink(), ["--write"],
+     "INSTRUCTOR_GUIDE.md cannot be read"),
+    ("a notebook's block misnamed", _rename_a_block, ["--write"],
+     "a minute-plan block is named '01_typo', and workshop/minute_plan.json has no block of that name"),
+]
+
+
+@pytest.mark.parametrize("damage, arguments, says", [case[1:] for case in DAMAGED_PLAN_INPUTS],
+                         ids=[case[0] for case in DAMAGED_PLAN_INPUTS])
+def test_minute_plan_names_a_damaged_input_and_writes_nothing(tmp_path, damage, arguments, says):
+    root = _plan_inputs(tmp_path)
+    damage(root)
+    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    done = subprocess.run([sys.executable, str(root / "scripts" / "minute_plan.py"), *arguments], cwd=root,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 1 and done.stderr.startswith("minute_plan: ") and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
+
+
+def test_minute_plan_on_whole_inputs_still_writes_what_is_committed(tmp_path):
+    root = _plan_inputs(tmp_path)
+    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    done = subprocess.run([sys.executable, str(root / "scripts" / "minute_plan.py"), "--write"], cwd=root,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
