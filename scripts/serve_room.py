@@ -127,9 +127,10 @@ def serve_vllm(args: argparse.Namespace, key: str) -> None:
 
 
 def bind_address(text: str) -> str:
-    """--host: an address of this machine, checked by binding it now. llama.cpp given one it cannot listen on
-    (an empty one, another machine's) does not exit: the start waited its full 180 s."""
-    every = f"give {HOST} (this machine only), this machine's address on the room's network, or 0.0.0.0 (every interface)"
+    """--host: an address of this machine, checked by binding it now, before a server starts (llama.cpp given
+    an empty one did not exit: the start waited its full 180 s)."""
+    every = (f"give {HOST} (this machine only), this machine's address on the room's network, or 0.0.0.0 "
+             "(every interface)")
     if not text.strip():
         raise argparse.ArgumentTypeError(f"an empty address: {every}")
     try:
