@@ -13,8 +13,8 @@ import importlib.util
 import inspect
 import math
 
-# Shaped like GSM8K's gold answers: a comma, a minus sign, a decimal (GSM8K's own golds have none, but replies
-# do), a plain number. Always tried, and all there is when no data is reachable.
+# Shaped like GSM8K's gold answers: a comma, minus signs, decimals (GSM8K's own golds have none, but replies
+# do), plain numbers, one that ends in a zero. Always tried, and all there is when no data is reachable.
 BUILT_IN_ROWS = (
     (("Janet’s ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins for her "
       "friends every day with four. She sells the remainder at the farmers' market daily for $2 per fresh duck "
@@ -23,6 +23,11 @@ BUILT_IN_ROWS = (
       "Celsius in the morning. What was the temperature, in degrees Celsius, in the morning?"), "-3"),
     ("A school sold 250 tickets on each of 4 days, at $1 a ticket. How many dollars did it take in?", "1,000"),
     ("Tom pours 2 liters of juice equally into 4 glasses. How many liters are in each glass?", "0.5"),
+    ("A diver 4 meters below the surface swims 6 meters further down. Where is she, in meters, from the surface?",
+     "-10"),
+    ("Mia has 4 red marbles and 6 blue ones. How many marbles does she have?", "10"),
+    ("A bus carries 19 passengers, and 7 more get on at the next stop. How many passengers are on the bus?", "26"),
+    ("A rope 15 meters long is cut into 2 equal pieces. How long is each piece, in meters?", "7.5"),
 )
 
 
@@ -76,6 +81,80 @@ def quiet_datasets():
 def write_number(x: float) -> str:
     """A number as a reply writes it: '12', '-3', '0.5'."""
     return str(int(x)) if x == int(x) else str(x)
+
+
+def written_forms(gold: str) -> list[tuple[str, str]]:
+    """(the gold number as a reply may write it, how): as GSM8K writes it ('1,000'), plain, after a dollar sign
+    ('$26'), with a full stop ('26.'), with a thousands comma, with a zero after the point ('26.0', '0.50')."""
+    value = float(gold.replace(",", ""))
+    plain = write_number(value)
+    forms = [(gold, "as GSM8K writes it"), (plain, "plain"), (f"{plain}.", "with a full stop after it"),
+             (f"{int(value):,}" if value == int(value) else f"{value:,}", "with a thousands comma"),
+             (f"{plain}.0" if value == int(value) else f"{plain}0", "with a zero after the point")]
+    if value >= 0:  # '-$10' is not how a number is written
+        forms.append((f"${plain}", "after a dollar sign"))
+    unique: dict[str, str] = {}
+    for text, how in forms:
+        unique.setdefault(text, how)  # each text once, with its first description
+    return list(unique.items())
+
+
+def near_misses(gold: str) -> list[tuple[str, str]]:
+    """(another number, the careless comparison that takes it for the gold): its negative, the same whole part
+    with other decimals ('18.5' and '18.9' for 18, '0.2' for 0.5), its tenfold with a full stop ('100.' for 10),
+    its digits inside a longer number ('118' for 18), one more."""
+    value = float(gold.replace(",", ""))
+    plain = write_number(value)
+    whole = plain.split(".")[0]
+    if value == int(value):
+        decimals = [f"{whole}.5", f"{whole}.9"]
+    else:
+        decimals = [f"{whole}.{digit}" for digit in "27" if digit != plain.split(".")[1][0]][:1]
+    misses = {}
+    if value:
+        misses[write_number(-value)] = "the sign changed: the minus sign is part of the number (a negative one differs)"
+    misses.update({d: "the same whole part, other decimals: int(), round() and a digits-only pattern cut them"
+                   for d in decimals})
+    misses[f"{write_number(value * 10)}."] = "ten times the gold with a full stop: zeros stripped from a whole number"
+    misses[f"1{plain.lstrip('-')}"] = "the gold's digits inside a longer number (a substring test)"
+    misses[write_number(value + 1)] = "one more than the gold"
+    return [(number, why) for number, why in misses.items() if number.rstrip(".") != plain]
+
+
+def replies(gold: str, mark, work: str) -> list[tuple[str, str]]:
+    """(reply, what it is) for one gold answer, the answer marked by `mark` (e.g. lambda n: f"#### {n}"), after
+    `work` (a start of working, with the question's own numbers): the gold written every way a reply writes it,
+    each near miss, the answer line followed by one or two lines of text, two answer lines with different
+    numbers (either one last), no answer at all."""
+    wrong = write_number(float(gold.replace(",", "")) + 1)
+    cases = [(f"{work}\n{mark(number)}", f"the right answer, written {how}") for number, how in written_forms(gold)]
+    cases += [(f"{work}\n{mark(number)}", f"a wrong answer, {number} for {gold}: {why}")
+              for number, why in near_misses(gold)]
+    cases += [
+        (f"{work}\n{mark(gold)}\nI hope this helps.", "the right answer line, then a line of text"),
+        (f"{work}\n{mark(gold)}\nI hope this helps.\nLet me know if anything is unclear.",
+         "the right answer line, then two lines of text"),
+        (f"{mark(wrong)}\n{mark(gold)}", "two answer lines with different numbers, the right one last"),
+        (f"{mark(gold)}\n{mark(wrong)}", "two answer lines with different numbers, the right one first"),
+        (work, "no answer at all"),
+    ]
+    return cases
+
+
+def multi_message(reply: str) -> list[dict]:
+    """A completion of several messages, as a multi-turn rollout holds it: a first model turn (no number in it),
+    the environment's reply, then `reply`, the model's last turn."""
+    return [{"role": "assistant", "content": "Let me work it out step by step."},
+            {"role": "user", "content": "Go on."}, {"role": "assistant", "content": reply}]
+
+
+def completions(gold: str, mark, work: str) -> list[tuple[list[dict], str]]:
+    """(completion, what it is): each of `replies` as a one-message completion, and the right answer, a near miss
+    and no answer as the last turn of a multi-message completion."""
+    cases = [([{"role": "assistant", "content": text}], what) for text, what in replies(gold, mark, work)]
+    several = [f"{work}\n{mark(gold)}", f"{work}\n{mark(near_misses(gold)[0][0])}", work]
+    return cases + [(multi_message(text), "several messages: the model's LAST turn holds its answer")
+                    for text in several]
 
 
 def gold_hint(gold: str) -> str:
