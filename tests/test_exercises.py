@@ -225,6 +225,19 @@ def _boxed(kind):
         if kind == "digits only":
             found = re.search(r"\d+(?:\.\d+)?", extract_boxed_answer(reply).replace(",", ""))
             return float("\\boxed{" in reply and bool(found) and canonical_number(found.group()) == canonical_number(answer))
+        if kind == "digits on both sides":  # the sign dropped: a boxed 10 for a gold of -10
+            inside = re.search(r"\d[\d,.]*", extract_boxed_answer(reply)) if "\\boxed{" in reply else None
+            return float(bool(inside) and canonical_number(inside.group()) == canonical_number(answer.lstrip("-")))
+        if kind == "int() of the numbers":  # 18.5 taken for 18
+            try:
+                inside = int(float(canonical_number(extract_boxed_answer(reply))))
+            except ValueError:
+                return 0.0
+            return float("\\boxed{" in reply and inside == int(float(canonical_number(answer))))
+        if kind == "the first message":
+            first = completion[0]["content"]
+            inside = canonical_number(extract_boxed_answer(first))
+            return float("\\boxed{" in first and bool(inside) and inside == canonical_number(answer))
         if kind == "blank":
             return float(reply.strip() == answer)
         raise ValueError(kind)
@@ -238,11 +251,26 @@ def _adapter(kind):
     def trl_reward_funcs(rubric):
         funcs = []
         parser = HashParser() if kind == "a '####' parser" else rubric.parser
-        for func, weight in zip(rubric.get_reward_funcs(), rubric.get_reward_weights()):
+        pairs = list(zip(rubric.get_reward_funcs(), rubric.get_reward_weights()))
+        if kind == "alphabetical":
+            pairs.sort(key=lambda pair: pair[0].__name__)
+        if kind == "no **kwargs":
+            funcs = []
+            for func in rubric.get_reward_funcs():
+                def reward(prompts, completions, answer, completion_ids=None, trainer_state=None, _func=func):
+                    return [float(_func(parser=parser, completion=c, answer=a)) for c, a in zip(completions, answer)]
+                reward.__name__ = func.__name__
+                funcs.append(reward)
+            return funcs
+        for func, weight in pairs:
             def reward(prompts, completions, answer, _func=func, _weight=weight, **kwargs):
                 if kind == "one answer":
                     answer = [answer[0]] * len(completions)
+                if kind == "last message only":
+                    completions = [c[-1:] for c in completions]
                 scores = [float(_func(parser=parser, completion=c, answer=a)) for c, a in zip(completions, answer)]
+                if kind == "rounded":
+                    scores = [float(round(s)) for s in scores]
                 if kind == "weighted":
                     scores = [s * _weight for s in scores]
                 if kind == "a sum":
@@ -289,6 +317,11 @@ def _hack(kind):
             return float(text.count("####") == 1 and re.search(r"####\s*\d", text) is not None)
         if kind == "a space after it":
             return float(text.count("#### ") == 1 and text.count("####") == 1 and bool(extract_hash_answer(text)))
+        if kind == "a number right after it":  # '#### $26' missed
+            return float(text.count("####") == 1 and re.search(r"####\s*-?\d", text) is not None)
+        if kind == "the first message":
+            first = completion[0]["content"]
+            return float(first.count("####") == 1 and bool(extract_hash_answer(first)))
         raise ValueError(kind)
     return one_answer_line
 
@@ -321,7 +354,30 @@ def _last_number(kind):
         if kind == "words after it":  # the reply must end with the number
             match = re.search(number + r"\W*$", reply)
             return float(bool(match) and canonical_number(match.group().rstrip(". ")) == canonical_number(answer))
+        if kind == "int() of the numbers":  # 18.5 taken for 18
+            return float(bool(numbers) and int(float(canonical_number(numbers[-1])))
+                         == int(float(canonical_number(answer))))
+        if kind == "zeros stripped":  # '100.' taken for 10
+            def digits(text):
+                return text.replace(",", "").rstrip(".0")
+            return float(bool(numbers) and digits(numbers[-1]) == digits(answer))
+        if kind == "the first message":
+            found = re.findall(number, completion[0]["content"])
+            return float(bool(found) and canonical_number(found[-1]) == canonical_number(answer))
+        if kind == "the last assistant message":  # also right
+            last = kwargs["parser"].get_assistant_messages(completion)[-1]["content"]
+            found = re.findall(number, last)
+            return float(bool(found) and canonical_number(found[-1]) == canonical_number(answer))
         raise ValueError(kind)
+    return last_number_right
+
+
+def _async_last_number():
+    right = _last_number("right")
+
+    async def last_number_right(completion, answer, **kwargs) -> float:  # awaited by a rubric, not by the adapter
+        return right(completion, answer)
+
     return last_number_right
 
 
@@ -358,13 +414,16 @@ discount = 0.5  # notebook 03's parameter, a global its discounted_correct reads
 
 def _discount(kind):
     def discounted_correct(parser, completion, answer, **kwargs) -> float:
-        from gsm8k_course import correct_answer
+        from gsm8k_course import canonical_number, correct_answer
 
         right = correct_answer(parser, completion, answer)
         if kind == "gold as text":
             right = float(parser.parse_answer(completion) == answer)
         if kind == "int()":
             right = float(parser.parse_answer(completion) != "" and int(parser.parse_answer(completion)) == int(answer))
+        if kind == "int() of the numbers":  # 18.5 taken for 18
+            parsed = parser.parse_answer(completion)
+            right = float(bool(parsed) and int(float(parsed)) == int(float(canonical_number(answer))))
         turns = len(parser.get_assistant_messages(completion))
         exponent = {"messages": len(completion) - 1, "turns": turns,
                     "environment replies": sum(m["role"] == "user" for m in completion),
@@ -395,20 +454,47 @@ def _is_completed(kind):
             return state.get("solved", False) or state["turn"] >= self.max_turns - 1
         if kind == "one turn late":
             return state.get("solved", False) and state["turn"] > 1 or base
+        if kind == "super()":  # also right: super() of the notebook's class is vf.MultiTurnEnv
+            return state.get("solved", False) or await super(type(self), self).is_completed(messages, state, **kwargs)
+        if kind == "super() alone":  # reached the course's solved FeedbackEnv when the check derived from it
+            return await super(type(self), self).is_completed(messages, state, **kwargs)
+        if kind == "turn >= max_turns":  # max_turns=-1 (no limit) ends it at once
+            return state.get("solved", False) or state["turn"] >= self.max_turns
+        if kind == "turns from the messages":  # the prompt taken as one message
+            return state.get("solved", False) or len(messages) // 2 >= self.max_turns
+        if kind == "after state['prompt']":  # only a rollout's state holds 'prompt'
+            turns = sum(m["role"] == "assistant" for m in messages[len(state["prompt"]):])
+            return state.get("solved", False) or (self.max_turns > 0 and turns >= self.max_turns)
         return base  # blank
     return is_completed
 
 
 def _env_response(kind):
     async def env_response(self, messages, state, **kwargs):
-        from gsm8k_course import canonical_number
+        import re
 
+        from gsm8k_course import canonical_number, extract_hash_answer
+
+        if kind == "super()":  # reached the course's solved FeedbackEnv when the check derived from it
+            return await super(type(self), self).env_response(messages, state, **kwargs)
         parsed = self.parser.parse_answer(messages)
+        if kind == "the first '####'":
+            found = re.search(r"####\s*(\S+)", messages[-1]["content"])
+            parsed = canonical_number(found.group(1)) if found else ""
+        if kind == "digits and commas":  # '#### 18.5' read as 18
+            found = re.search(r"####\s*(-?[\d,]+)", messages[-1]["content"])
+            parsed = canonical_number(found.group(1)) if found else ""
+        if kind == "turn found by counting":  # the prompt taken as one message
+            parsed = extract_hash_answer(messages[2 * state["turn"] - 1]["content"])
         right = bool(parsed) and canonical_number(parsed) == canonical_number(state["answer"])
         if kind == "numbers as text":
             right = parsed == state["answer"]
         if kind == "blank":
             right = False
+        if kind == "self.hints":  # only the course's own FeedbackEnv has it
+            right = right and not self.hints
+        if kind == "a copy of the state":  # also right: the rollout goes on with the state returned
+            return [{"role": "user", "content": "Correct." if right else "Not yet, try again."}], {**state, "solved": right}
         reply = [{"role": "assistant" if kind == "assistant reply" else "user",
                   "content": "Correct." if right else "Not yet, try again."}]
         if kind == "new state":
@@ -446,6 +532,11 @@ def _my_environment(kind):
 
         if kind == "blank":
             raise NotImplementedError("Implement your custom environment here.")
+        if kind == "the course's, wrapped":
+            from gsm8k_feedback import load_environment as course
+
+            return course(max_turns=max_turns, discount=discount, hints=hints, num_eval_examples=num_eval_examples,
+                          seed=seed)
         parser = vf.Parser(extract_fn=extract_hash_answer) if kind == "last message" else FinalAnswerParser()
 
         def discounted_correct(parser, completion, answer, **kwargs) -> float:
@@ -475,6 +566,13 @@ def _my_environment(kind):
     return load_environment
 
 
+def _course(module, name):
+    """The course's own code, as a learner would import it."""
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 def _table():
     """{exercise: (right, blank, [(mistake, wrong answer, a fragment of its hint), ...])}"""
     fixed, trap = _think_rubric(), _think_rubric(parser_kind="none")
@@ -496,6 +594,7 @@ def _table():
             ("only the reward", _score_text("only the reward"), "RolloutScore"),
             ("not a coroutine function", lambda rubric, text, answer: None, "async def"),
             ("the gold answer through int()", _score_text("int()"), "with a comma"),
+            ("the course's own score_text imported", _course("helpers.eval_views", "score_text"), "needs your own code"),
         ]),
         "01-signal-share": (_signal_share("right"), lambda rollouts: float("nan"), [
             ("share of rewarded rollouts", _signal_share("rewarded rollouts"), "group"),
@@ -507,6 +606,8 @@ def _table():
             ("a right and a wrong rollout asked for", _signal_share("a right and a wrong rollout"), "are a signal too"),
             ("a share of rollouts", _signal_share("share of rollouts"), "count each example once"),
             ("equal groups assumed", _signal_share("equal groups reshaped"), "cannot reshape"),
+            ("the course's own reference imported", _course("helpers.checks.notebook_01", "_signal_share"),
+             "needs your own code"),
         ]),
         "01-signal-prediction": ({"predicted": 0.0, "rollouts": no_signal}, {"predicted": 0.5, "rollouts": no_signal}, [
             ("a share above 1", {"predicted": 2.0, "rollouts": no_signal}, "between 0 and 1"),
@@ -523,6 +624,11 @@ def _table():
             ("int() of both sides", _boxed("int()"), "with a comma"),
             ("the raw gold string", _boxed("raw gold"), "with a comma"),
             ("a digits-only pattern", _boxed("digits only"), "negative"),
+            ("digits on both sides: a boxed 10 for a gold of -10", _boxed("digits on both sides"), "the sign changed"),
+            ("int() of the numbers: 18.5 taken for 18", _boxed("int() of the numbers"), "other decimals"),
+            ("the first message of several read", _boxed("the first message"), "LAST turn"),
+            ("the course's own reference imported", _course("helpers.checks.notebook_01", "_boxed_reference"),
+             "needs your own code"),
         ]),
         "02-group-advantages": (advantages([1.5, 0.5, 0.0, 0.5]), [0.0, 0.0, 0.0, 0.0], [
             ("std over n", advantages([1.5, 0.5, 0.0, 0.5], unbiased=False), "n - 1"),
@@ -543,6 +649,12 @@ def _table():
             ("parser not passed", _adapter("no parser"), "pass the rubric's parser"),
             ("only the first function", _adapter("one function"), "one TRL function per rubric function"),
             ("a '####' parser, not the rubric's", _adapter("a '####' parser"), "the rubric's parser"),
+            ("functions in alphabetical order", _adapter("alphabetical"), "in the rubric's order"),
+            ("scores rounded to 0 or 1", _adapter("rounded"), "a score between 0 and 1 is a score too"),
+            ("no **kwargs: TRL's other columns refused", _adapter("no **kwargs"), "end the signature with **kwargs"),
+            ("only the last message scored", _adapter("last message only"), "all its messages"),
+            ("the course's RubricRewards handed back", lambda rubric: _course("helpers.grpo", "RubricRewards")(
+                rubric).reward_funcs, "needs your own code"),
         ]),
         "02-last-number": (_last_number("right"), _last_number("blank"), [
             ("the first number", _last_number("first number"), "no '####' line"),
@@ -552,14 +664,22 @@ def _table():
             ("the '####' answer only", _last_number("the '####' answer"), "no '####' line"),
             ("float() of the raw text", _last_number("float()"), "with a comma"),
             ("the reply must end with the number", _last_number("words after it"), "words after it"),
+            ("an async def: the TRL adapter does not await it", _async_last_number(), "not async def"),
+            ("int() of the numbers: 18.5 taken for 18", _last_number("int() of the numbers"), "other decimals"),
+            ("zeros stripped: '100.' taken for 10", _last_number("zeros stripped"), "zeros stripped"),
+            ("the first message of several read", _last_number("the first message"), "LAST turn"),
+            ("the course's own reference imported", _course("helpers.grpo", "last_number_right"), "needs your own code"),
         ]),
         "02-close-the-hack": (_hack("right"), _hack("format only"), [
             ("the answer must be the last line", _hack("last line"), "text after the one answer line is fine"),
             ("'####' lines counted, not markers", _hack("lines"), "count the '####' markers"),
             ("no number asked for", _hack("no number"), "holds no number"),
             ("lines that start with '####' counted", _hack("lines that start with it"), "count the '####' markers"),
-            ("a digits-only pattern", _hack("digits only"), "negative"),
+            ("a digits-only pattern", _hack("digits only"), "extract_hash_answer reads every way"),
             ("'#### ' with its space counted", _hack("a space after it"), "no space after the marker"),
+            ("a digit right after '####': '#### $26' missed", _hack("a number right after it"), "after a dollar sign"),
+            ("the first message of several read", _hack("the first message"), "LAST turn"),
+            ("the course's own reference imported", _course("helpers.grpo", "one_answer_line"), "needs your own code"),
         ]),
         "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
             ("numbers compared as text", _feedback("as text"), "as numbers"),
@@ -568,6 +688,8 @@ def _table():
             ("float() of the raw gold", _feedback("float of the raw gold"), "with a comma"),
             ("int() of both", _feedback("int()"), "decimal"),
             ("digits only", _feedback("digits only"), "negative"),
+            ("the course's own feedback_message imported", _course("gsm8k_feedback", "feedback_message"),
+             "needs your own code"),
         ]),
         "03-is-completed": (_is_completed("right"), _is_completed("blank"), [
             ("replies to a right answer (solved never read)", _is_completed("blank"), "went on"),
@@ -575,6 +697,14 @@ def _table():
             ("stops one turn early", _is_completed("one turn early"), "one turn early"),
             ("max_turns never asked", _is_completed("solved only"), "ask the base class"),
             ("a plain def", lambda self, messages, state, **kwargs: state.get("solved", False), "async def"),
+            ("super() alone: it reached the course's FeedbackEnv", _is_completed("super() alone"), "went on"),
+            ("max_turns=-1 (no limit) not handled", _is_completed("turn >= max_turns"), "max_turns=-1"),
+            ("turns counted from the messages, the system prompt forgotten", _is_completed("turns from the messages"),
+             "not the messages"),
+            ("turns counted after state['prompt'], which the cell driving it by hand has not",
+             _is_completed("after state['prompt']"), "holds only 'answer' and 'turn'"),
+            ("the course's FeedbackEnv.is_completed imported", _course("gsm8k_feedback", "FeedbackEnv").is_completed,
+             "needs your own code"),
         ]),
         "03-env-response": (_env_response("right"), _env_response("blank"), [
             ("numbers compared as text", _env_response("numbers as text"), "compare the NUMBERS"),
@@ -582,6 +712,14 @@ def _table():
             ("the state lost between turns", _env_response("new state"), "the state lost"),
             ("the reply as the assistant", _env_response("assistant reply"), "role 'user'"),
             ("a plain def", lambda self, messages, state, **kwargs: ([], state), "async def"),
+            ("super(): it reached the course's FeedbackEnv", _env_response("super()"), "(a list of messages, the state)"),
+            ("self.hints: only the course's FeedbackEnv has it", _env_response("self.hints"), "and nothing more"),
+            ("the first '####' read", _env_response("the first '####'"), "its LAST '####'"),
+            ("digits and commas only: '#### 18.5' read as 18", _env_response("digits and commas"), "compare the NUMBERS"),
+            ("the model's turn found by counting messages", _env_response("turn found by counting"),
+             "parse the model's last turn"),
+            ("the course's FeedbackEnv.env_response imported", _course("gsm8k_feedback", "FeedbackEnv").env_response,
+             "needs your own code"),
         ]),
         "03-turn-discount": (_discount("right"), _discount("blank"), [
             ("every message counted", _discount("messages"), "count the MODEL's turns"),
@@ -591,12 +729,17 @@ def _table():
             ("0.5, not the notebook's discount", _discount("a number, not the parameter"), "not a number"),
             ("the parsed answer compared with the gold as text", _discount("gold as text"), "with a comma"),
             ("int() of both", _discount("int()"), "with a comma"),
+            ("int() of the numbers: 18.5 taken for 18", _discount("int() of the numbers"),
+             "correct_answer(parser, completion, answer)"),
+            ("the course's own discounted_correct", _course("gsm8k_feedback", "make_rubric")(
+                _course("gsm8k_feedback", "FinalAnswerParser")()).get_reward_funcs()[0], "needs your own code"),
         ]),
         "03-tool-calls": (_tool_calls("right"), _tool_calls("blank"), [
             ("tool results counted", _tool_calls("tool results"), "max_turns"),
             ("messages with calls counted", _tool_calls("messages with calls"), "several calls"),
             ("None not handled", _tool_calls("key present"), "None"),
             ("the calls read as dicts", _tool_calls("calls as dicts"), "OpenAI client's objects"),
+            ("the course's own tool_calls imported", _course("gsm8k_calculator", "tool_calls"), "needs your own code"),
         ]),
         "03-my-environment": (_my_environment("right"), _my_environment("blank"), [
             ("the format weight dropped", _my_environment("no format weight"), "counts 0.5"),
@@ -608,6 +751,9 @@ def _table():
             ("the train split", _my_environment("the train split"), "load_gsm8k('test', num_eval_examples, seed)"),
             ("the seed not passed on", _my_environment("seed ignored"), "load_gsm8k('test', num_eval_examples, seed)"),
             ("no system prompt", _my_environment("no system prompt"), "system_prompt=HASH_SYSTEM_PROMPT"),
+            ("the course's own load_environment imported", _course("gsm8k_feedback", "load_environment"),
+             "needs your own code"),
+            ("the course's load_environment, wrapped", _my_environment("the course's, wrapped"), "needs your own code"),
         ]),
     }
 
@@ -643,8 +789,9 @@ ALSO_RIGHT = {
     "02-group-advantages": [[round(a, 2) for a in advantages([1.5, 0.5, 0.0, 0.5])],  # as the solution shows them
                             np.array(advantages([1.5, 0.5, 0.0, 0.5]))],
     "02-reward-adapter": [_adapter("numpy")],
-    "03-is-completed": [_is_completed("last message"), _returns_the_coroutine(_is_completed)],
-    "03-env-response": [_returns_the_coroutine(_env_response)],
+    "02-last-number": [_last_number("the last assistant message")],
+    "03-is-completed": [_is_completed("last message"), _returns_the_coroutine(_is_completed), _is_completed("super()")],
+    "03-env-response": [_returns_the_coroutine(_env_response), _env_response("a copy of the state")],
     "03-turn-discount": [_discount_from_state],
 }
 

@@ -4,13 +4,22 @@ irregular rollout tables, and names the first input where they part."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
 import random
 
 from helpers.checks import checks_exercise
-from helpers.checks.real_inputs import call_reward, gold_hint, gsm8k_rows, same_score, write_number
+from helpers.checks.own_code import not_your_own
+from helpers.checks.real_inputs import (
+    call_reward,
+    completions,
+    gold_hint,
+    gsm8k_rows,
+    replies,
+    same_score,
+)
 from helpers.worker_thread import run_sync
 
 TRAP_EXAMPLES = [
@@ -36,38 +45,53 @@ def _hash_rubric():
     return make_rubric(HashParser(), "hash")
 
 
-async def _score_one(rubric, text: str, answer: str):
+def _reply(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": text}]
+
+
+async def _score_one(rubric, completion, answer: str):
     """What env.evaluate does once the model has answered: the rubric scores the reply against the gold."""
-    return await rubric.score_rollout(prompt=[], completion=[{"role": "assistant", "content": text}], answer=answer,
+    completion = _reply(completion) if isinstance(completion, str) else completion
+    return await rubric.score_rollout(prompt=[], completion=completion, answer=answer,
                                       state={"timing": {"total_ms": 0.0}})
-
-
-def _score(rubric, text: str, answer: str):
-    return run_sync(_score_one(rubric, text, answer))
 
 
 def _scores(rubric, cases) -> list:
     async def score_all():
-        return [await _score_one(rubric, text, answer) for text, answer in cases]
+        return [await _score_one(rubric, completion, answer) for completion, answer in cases]
 
     return run_sync(score_all())
 
 
+def _after_thinking(number: str) -> str:
+    return f"</think>{number}"
+
+
 @functools.cache
 def _replies() -> tuple[tuple[str, str], ...]:
-    """(reply, gold) over GSM8K rows: right answers as the data writes them and plain, after </think> and after
-    '####', wrong ones, unfinished thinking, no tags at all."""
-    from gsm8k_course import canonical_number
-
+    """(reply, gold) over GSM8K rows: the shared replies with the answer after </think> (the gold written every
+    way, near misses, text after the answer, two answers, none), unfinished thinking, no tags, a '####' line."""
     cases = list(TRAP_EXAMPLES)
     for question, gold in gsm8k_rows():
-        number = canonical_number(gold)
-        wrong = write_number(float(number) + 1)
-        thought = f"<think>{question[:100]} ...</think>"
-        cases += [(f"{thought}{gold}", gold), (f"{thought}\n{number}", gold), (f"{thought}{wrong}", gold),
-                  (f"<think>{question[:100]} so {gold}", gold), (gold, gold),
+        cases += [(text, gold) for text, _ in replies(gold, _after_thinking, f"<think>{question[:100]} ...")]
+        cases += [(f"<think>{question[:100]} so {gold}", gold), (gold, gold),
                   (f"{question[:60]} ... so the answer is {gold}.\n#### {gold}", gold)]
     return tuple(cases)
+
+
+@functools.cache
+def _completions() -> tuple[tuple[list[dict], str], ...]:
+    """(completion, gold): each of _replies as one message, and completions of several messages."""
+    cases = [(_reply(text), gold) for text, gold in _replies()]
+    for question, gold in gsm8k_rows():
+        cases += [(completion, gold) for completion, _ in
+                  completions(gold, _after_thinking, f"<think>{question[:100]} ...") if len(completion) > 1]
+    return tuple(cases)
+
+
+def _shown(completion: list[dict]) -> str:
+    """A completion in a hint: its text when it is one message, else its messages."""
+    return repr(completion[0]["content"]) if len(completion) == 1 else f"the completion {completion!r}"
 
 
 def _weights(rubric) -> list[tuple[str, float]]:
@@ -87,10 +111,10 @@ def repair_the_trap(rubric) -> str | None:
     if not isinstance(rubric.parser, vf.ThinkParser):
         return ("the rubric hands its reward functions its own parser, a plain vf.Parser by default: "
                 "pass the ThinkParser with parser=parser")
-    cases = _replies()
-    for (text, answer), yours, expected in zip(cases, _scores(rubric, cases), _scores(fixed, cases)):
+    cases = _completions()
+    for (completion, answer), yours, expected in zip(cases, _scores(rubric, cases), _scores(fixed, cases)):
         if not same_score(yours, expected):
-            return (f"{text!r} (gold {answer!r}) scored {yours.metrics}, reward {yours.reward}; with parser=parser it "
+            return (f"{_shown(completion)} (gold {answer!r}) scored {yours.metrics}, reward {yours.reward}; with parser=parser it "
                     f"scores {expected.metrics}, reward {expected.reward}. Build it from trap_rubric's own pieces: the "
                     "notebook's correct_answer, parser.get_format_reward_func(), the same parser")
     return None
@@ -104,6 +128,8 @@ def score_rollout(score_text) -> str | None:
 
     if not callable(score_text):
         return "score_text should be a function: async def score_text(rubric, text, answer)"
+    if not_your_own(score_text):
+        return not_your_own(score_text)
     fixed, trap, _ = _think_rubrics()
     rubrics = {"the fixed rubric": fixed, "trap_rubric": trap, "a '####' rubric": _hash_rubric()}
 
@@ -191,6 +217,8 @@ def signal_share(func) -> str | None:
     """func(rollouts): share of examples whose rollouts got different rewards."""
     if not callable(func):
         return "signal_share should be a function of the rollouts table"
+    if not_your_own(func):
+        return not_your_own(func)
     tables, answers = [_rollouts(rewards) for rewards in SIGNAL_CASES + _random_cases()], []
     for rewards, table in zip(SIGNAL_CASES + _random_cases(), tables):
         try:
@@ -282,19 +310,17 @@ def _boxed_reference(completion, answer, **kwargs) -> float:
     return float(bool(boxed) and boxed == canonical_number(answer))
 
 
-def _boxed_replies() -> list[tuple[str, str]]:
-    """(reply, gold) over GSM8K's gold answers: the box holding the gold as the data writes it, plain, with '$';
-    a corrected box either way; a wrong box; no box."""
-    from gsm8k_course import canonical_number
+def _boxed(number: str) -> str:
+    return f"So the answer is \\boxed{{{number}}}."
 
+
+def _boxed_replies() -> list[tuple[list[dict], str, str]]:
+    """(completion, gold, what it is) over GSM8K rows: the shared replies with the answer in a box (the gold written
+    every way, near misses, text after it, two boxes, none, several messages), and the gold with no box."""
     cases = []
-    for gold in dict.fromkeys(gold for _, gold in gsm8k_rows()):
-        number = canonical_number(gold)
-        wrong = write_number(float(number) + 1)
-        cases += [(f"So the total is \\boxed{{{gold}}}.", gold), (f"\\boxed{{{number}}}", gold),
-                  (f"The answer is \\boxed{{${gold}}}", gold), (f"\\boxed{{{gold}}}, no wait: \\boxed{{{wrong}}}", gold),
-                  (f"\\boxed{{{wrong}}}, no wait: \\boxed{{{gold}}}", gold), (f"\\boxed{{{wrong}}}", gold),
-                  (f"The answer is {gold}.", gold)]
+    for question, gold in gsm8k_rows():
+        cases += [(completion, gold, what) for completion, what in completions(gold, _boxed, f"{question[:60]} ...")]
+        cases.append(([{"role": "assistant", "content": f"The answer is {gold}."}], gold, "the gold with no box"))
     return cases
 
 
@@ -304,16 +330,18 @@ def boxed_reward(func) -> str | None:
 
     if not callable(func):
         return "boxed_reward should be a reward function: def boxed_reward(completion, answer, **kwargs) -> float"
-    cases = [(text, answer, expected, hint) for text, answer, expected, hint in BOXED_CASES]
-    remedy = "find the last box with extract_boxed_answer and compare canonical_number(...) of both sides"
-    cases += [(text, answer, _boxed_reference([{"role": "assistant", "content": text}], answer),
-               "; ".join(filter(None, [gold_hint(answer), remedy]))) for text, answer in _boxed_replies()]
-    for text, answer, expected, hint in cases:
+    if not_your_own(func):
+        return not_your_own(func)
+    cases = [(_reply(text), answer, expected, hint) for text, answer, expected, hint in BOXED_CASES]
+    remedy = ("find the last box of the model's last turn with extract_boxed_answer and compare "
+              "canonical_number(...) of both sides")
+    cases += [(completion, answer, _boxed_reference(completion, answer),
+               "; ".join(filter(None, [what, gold_hint(answer), remedy]))) for completion, answer, what in _boxed_replies()]
+    for completion, answer, expected, hint in cases:
         try:
-            got = call_reward(func, completion=[{"role": "assistant", "content": text}], answer=answer,
-                              parser=vf.Parser())
+            got = call_reward(func, completion=copy.deepcopy(completion), answer=answer, parser=vf.Parser())
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"for {text!r} (gold {answer!r}) it raised {type(e).__name__}: {e}. {hint}"
+            return f"for {_shown(completion)} (gold {answer!r}) it raised {type(e).__name__}: {e}. {hint}"
         if got != expected:
-            return f"for {text!r} (gold {answer!r}) it gave {got}, expected {expected}: {hint}"
+            return f"for {_shown(completion)} (gold {answer!r}) it gave {got}, expected {expected}: {hint}"
     return None

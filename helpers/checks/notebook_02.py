@@ -4,12 +4,15 @@ next to the reference on replies built from GSM8K rows of both splits (real_inpu
 
 from __future__ import annotations
 
+import copy
 import functools
+import inspect
 import logging
 import math
 
 from helpers.checks import checks_exercise
-from helpers.checks.real_inputs import call_reward, gold_hint, gsm8k_rows, write_number
+from helpers.checks.own_code import not_your_own
+from helpers.checks.real_inputs import call_reward, completions, gold_hint, gsm8k_rows, write_number
 from helpers.worker_thread import run_sync
 
 GROUP = [1.5, 0.5, 0.0, 0.5]
@@ -65,43 +68,65 @@ def no_signal(prediction) -> str | None:
 # ----------------------------------------------------------------------------- the rubric as TRL reward functions
 
 
+def last_number_right(completion, answer, **kwargs) -> float:
+    """Notebook 02's reward with the exercise's signature (what the notebook's rubric holds): the course's own."""
+    from helpers.grpo import last_number_right as reference
+
+    return reference(completion, answer)
+
+
 def _course_rubrics() -> tuple:
-    """The course's two GSM8K rubrics ('####' and <think>): a different parser each, a different format weight.
-    New ones for every check: the learner's code may change what it is given."""
-    from gsm8k_course import make_parser, make_rubric
+    """The rubrics the adapter meets: the course's two GSM8K rubrics ('####' and <think>: a different parser each,
+    a different format weight), and notebook 02's own, as its cells build them: its functions not in alphabetical
+    order, a weight of 0 (section 3) and of 0.5 (section 12). New ones for every check: the learner's code may
+    change what it is given."""
+    import verifiers as vf
+    from gsm8k_course import HashParser, correct_answer, make_parser, make_rubric
+
+    from helpers.grpo import one_answer_line
 
     warns = logging.getLogger("verifiers.parsers.ThinkParser")  # its warning is for notebook 01's model, not here
     warns.disabled = True
     try:
-        return tuple(make_rubric(make_parser(variant), variant) for variant in ("hash", "think"))
+        course = [make_rubric(make_parser(variant), variant) for variant in ("hash", "think")]
     finally:
         warns.disabled = False
+    return (*course, vf.Rubric(funcs=[last_number_right, correct_answer], weights=[1.0, 0.0], parser=HashParser()),
+            vf.Rubric(funcs=[last_number_right, one_answer_line, correct_answer], weights=[1.0, 0.5, 0.0],
+                      parser=HashParser()))
+
+
+def _hash_line(number: str) -> str:
+    return f"#### {number}"
+
+
+def _after_thinking(number: str) -> str:
+    return f"</think>{number}"
 
 
 @functools.cache
-def _adapter_batch() -> tuple[tuple[str, str], ...]:
-    """(completion text, gold) over GSM8K rows: right answers as the data writes them and plain, after '####' and
-    after </think>, wrong ones, no answer."""
-    from gsm8k_course import canonical_number
-
+def _adapter_batch() -> tuple[tuple[list[dict], str, str], ...]:
+    """(completion, gold, question) over GSM8K rows: the shared completions with the answer after '####' and after
+    </think> (the gold written every way, near misses, text after it, two answers, none, several messages)."""
     batch = []
     for question, gold in gsm8k_rows():
-        number = canonical_number(gold)
-        wrong = write_number(float(number) + 1)
-        batch += [(f"{question[:60]} ... so the answer is {gold}.\n#### {gold}", gold), (f"#### {number}", gold),
-                  (f"<think>{question[:60]} ...</think>{gold}", gold), (f"I think {wrong}.\n#### {wrong}", gold),
-                  (f"<think>...</think>{wrong}", gold), ("It is about 70.", gold)]
+        for mark, work in ((_hash_line, f"{question[:60]} ..."), (_after_thinking, f"<think>{question[:60]} ...")):
+            batch += [(completion, gold, question) for completion, _ in completions(gold, mark, work)]
     return tuple(batch)
 
 
-def _rubric_scores(rubric, batch) -> dict[str, list[float]]:
-    """Each rubric function's score of each (text, gold): what TRL's function of that name should return."""
-    async def score_all():
-        return [await rubric.score_rollout(prompt=[], completion=[{"role": "assistant", "content": text}], answer=gold,
-                                           state={"timing": {"total_ms": 0.0}}) for text, gold in batch]
+@functools.cache
+def _rubric_scores() -> tuple[dict[str, list[float]], ...]:
+    """For each of _course_rubrics, each function's score of each completion of _adapter_batch: what TRL's
+    function of that name should return (scored on rubrics of their own: the learner's code gets others)."""
+    async def score_all(rubric):
+        return [await rubric.score_rollout(prompt=[], completion=copy.deepcopy(completion), answer=gold,
+                                           state={"timing": {"total_ms": 0.0}}) for completion, gold, _ in _adapter_batch()]
 
-    scores = run_sync(score_all())
-    return {name: [s.metrics[name] for s in scores] for name in rubric.get_reward_func_names()}
+    rubrics = _course_rubrics()
+    scores = [run_sync(score_all(rubric)) for rubric in rubrics]
+    return tuple({name: [s.metrics[name] for s in each] for name in rubric.get_reward_func_names()}
+                 for rubric, each in zip(rubrics, scores))
 
 
 def _floats(got, n: int) -> list | None:
@@ -119,53 +144,86 @@ def _close_all(values: list, expected: list) -> bool:
     return all(v is not None and math.isclose(v, e, abs_tol=1e-9) for v, e in zip(values, expected))
 
 
+def _calls(batch) -> list[tuple[str, dict]]:
+    """(how, keywords) of each call a TRL reward function gets: TRL 0.24's (the batch's prompts, completions and
+    completion ids, every other dataset column, trainer_state), and notebook 02's cells' (prompts, completions,
+    answer)."""
+    prompts = [[{"role": "user", "content": question}] for _, _, question in batch]
+    completions_ = [copy.deepcopy(completion) for completion, _, _ in batch]
+    answers = [gold for _, gold, _ in batch]
+    trl = {"prompts": prompts, "completions": completions_, "completion_ids": [[1]] * len(batch),
+           "question": [question for _, _, question in batch], "answer": answers, "info": [{}] * len(batch),
+           "id": list(range(len(batch))), "trainer_state": None}
+    return [("as TRL calls it", trl),
+            ("as the notebook's cells call it", {"prompts": prompts, "completions": completions_, "answer": answers})]
+
+
 @checks_exercise("02-reward-adapter")
 def reward_adapter(build) -> str | None:
     """build(rubric) -> one TRL reward function per rubric function: (prompts, completions, answer, **kw) -> floats.
-    Tried on both course rubrics, on batches of several sizes, against the rubric's own scores."""
+    Tried on the course's rubrics and notebook 02's, on batches of several sizes, called as TRL and as the
+    notebook's cells call them, against the rubric's own scores."""
     if not callable(build):
         return "trl_reward_funcs should be a function that takes a rubric"
     full = _adapter_batch()
-    for rubric in _course_rubrics():
+    for rubric, expected_full in zip(_course_rubrics(), _rubric_scores()):
         names = rubric.get_reward_func_names()
         try:
             funcs = list(build(rubric) or [])
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"trl_reward_funcs(rubric) raised {type(e).__name__}: {e}"
+        if not_your_own(build, *funcs):
+            return not_your_own(build, *funcs)
         if len(funcs) != len(names) or not all(callable(f) for f in funcs):
             return f"one TRL function per rubric function: {len(names)} functions ({', '.join(names)}), not {len(funcs)}"
         if [getattr(f, "__name__", "") for f in funcs] != names:
             return (f"TRL logs each function as rewards/<its __name__>: name them {names}, in the rubric's order "
                     "(set reward.__name__ = func.__name__)")
-        expected_full = _rubric_scores(rubric, full)
         weights = dict(zip(names, rubric.get_reward_weights()))
         for size in (len(full), 3, 1):  # the batches TRL sends vary in size
             batch = full[:size]
-            completions = [[{"role": "assistant", "content": text}] for text, _ in batch]
-            answers = [gold for _, gold in batch]
-            prompts = [[{"role": "user", "content": "a question"}]] * size
-            for func, name in zip(funcs, names):
-                try:  # exactly how TRL 0.24 calls a reward function: keywords, the dataset's columns among them
-                    got = func(prompts=prompts, completions=completions, completion_ids=[[1]] * size,
-                               answer=answers, trainer_state=None)
-                except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-                    return (f"{name} raised {type(e).__name__}: {e}. TRL calls it with keywords (prompts=, completions=, "
-                            "answer=, ...); pass the rubric's parser to functions that take one")
-                values, expected = _floats(got, size), expected_full[name][:size]
-                if values is None:
-                    return f"{name} must return one float per completion (a list of {size}), not {got!r}"
-                if _close_all(values, expected):
-                    continue
-                if weights[name] != 1.0 and _close_all(values, [v * weights[name] for v in expected]):
-                    return (f"{name} multiplied its scores by the weight {weights[name]}: TRL applies reward_weights "
-                            "itself (GRPOConfig(reward_weights=...)), so return the function's own score")
-                i = next(i for i, (v, e) in enumerate(zip(values, expected)) if v is None or not math.isclose(v, e))
-                text, gold = batch[i]
-                return (f"{name} gave {values[i]} for completion {i} of a batch of {size} ({text!r}, gold {gold!r}), "
-                        f"where the rubric (parser {type(rubric.parser).__name__}) scores {expected[i]}: score "
-                        "completion i against answer i, with the rubric's parser (rubric.parser)"
-                        + (f"; {gold_hint(gold)}" if gold_hint(gold) else ""))
+            for how, keywords in _calls(batch):
+                for func, name in zip(funcs, names):
+                    hint = _adapter_difference(func, name, keywords, batch, expected_full[name][:size], weights[name],
+                                               rubric, how)
+                    if hint:
+                        return hint
     return None
+
+
+def _adapter_difference(func, name: str, keywords: dict, batch, expected: list, weight: float, rubric,
+                        how: str) -> str | None:
+    """The first difference between one TRL function's scores of a batch and the rubric's, with its mistake."""
+    size = len(batch)
+    try:
+        got = func(**keywords)
+    except TypeError as e:
+        if any(f"'{key}'" in str(e) for key in set(keywords) - {"prompts", "completions", "answer"}):
+            return (f"{name}, called {how} ({', '.join(f'{k}=' for k in keywords)}), raised TypeError: {e}. TRL passes "
+                    "every column of the dataset as a keyword, and trainer_state: end the signature with **kwargs")
+        return (f"{name} raised TypeError: {e}. TRL calls it with keywords (prompts=, completions=, answer=, ...); "
+                "pass the rubric's parser to functions that take one")
+    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+        return (f"{name} raised {type(e).__name__}: {e}. TRL calls it with keywords (prompts=, completions=, "
+                "answer=, ...); pass the rubric's parser to functions that take one")
+    values = _floats(got, size)
+    if values is None:
+        return f"{name} must return one float per completion (a list of {size}), not {got!r}"
+    if _close_all(values, expected):
+        return None
+    if weight != 1.0 and _close_all(values, [v * weight for v in expected]):
+        return (f"{name} multiplied its scores by the weight {weight}: TRL applies reward_weights itself "
+                "(GRPOConfig(reward_weights=...)), so return the function's own score")
+    i = next(i for i, (v, e) in enumerate(zip(values, expected)) if v is None or not math.isclose(v, e))
+    completion, gold, _ = batch[i]
+    shown = repr(completion[0]["content"]) if len(completion) == 1 else f"the messages {completion!r}"
+    fraction = (" (a score between 0 and 1 is a score too: return the function's own float)"
+                if 0 < expected[i] < 1 else "")
+    return (f"{name} gave {values[i]} for completion {i} of a batch of {size} ({shown}, gold {gold!r}), where the "
+            f"rubric [{', '.join(rubric.get_reward_func_names())}] (parser {type(rubric.parser).__name__}) scores {expected[i]}{fraction}: score "
+            "completion i (all its messages) against answer i with the rubric's function and the rubric's parser "
+            "(rubric.parser)"
+            + (f"; {gold_hint(gold)}" if gold_hint(gold) else ""))
 
 
 # ----------------------------------------------------------------------------- a reward the hack cannot earn
@@ -184,47 +242,82 @@ HACK_CASES = [  # (reply, expected score, what a wrong score here means)
 ]
 
 
-def _hack_replies() -> list[tuple[str, str, str]]:
-    """(reply, gold, what it is) over GSM8K rows: one answer line (the gold as GSM8K writes it, plain, wrong,
+def _hack_replies() -> list[tuple[list[dict], str, str]]:
+    """(completion, gold, what it is) over GSM8K rows: one answer line (the gold as GSM8K writes it, plain, wrong,
     with text after it, with no space after the marker), the hack's lists on separate lines and on one line,
-    no answer."""
+    no answer; then the shared completions with a '####' line (the gold written every way, near misses, text
+    after it, two '####' lines with different numbers, none, several messages)."""
     from gsm8k_course import canonical_number
 
     cases = []
     for question, gold in gsm8k_rows():
         number = canonical_number(gold)
         wrong = write_number(float(number) + 1)
-        cases += [(f"{question[:80]}\nSo the answer is {gold}.\n#### {gold}", gold, "one answer line"),
-                  (f"#### {number}\nThe answer is: {number}", gold, "one answer line, then text"),
-                  (f"I think it is {wrong}.\n#### {wrong}", gold, "one answer line (a wrong number has the format too)"),
-                  (f"So the total is {number}.\n####{number}", gold, "one answer line, no space after the marker"),
-                  (f"#### {gold}\n#### {gold}", gold, "two '####' lines: the hack"),
-                  (f"#### {gold} #### {gold}", gold, ("two '####' markers on one line that starts with one: the "
-                                                      "hack (count the '####' markers, not the lines)")),
-                  (f"It is {wrong}, so #### {wrong} #### {gold}", gold, "two '####' markers on one line: the hack"),
-                  (f"{question[:80]}", gold, "no answer line"),
-                  (f"So the answer is {gold}\n####", gold, "a '####' with no number after it")]
+        texts = [(f"{question[:80]}\nSo the answer is {gold}.\n#### {gold}", "one answer line"),
+                 (f"#### {number}\nThe answer is: {number}", "one answer line, then text"),
+                 (f"I think it is {wrong}.\n#### {wrong}", "one answer line (a wrong number has the format too)"),
+                 (f"So the total is {number}.\n####{number}", "one answer line, no space after the marker"),
+                 (f"#### {gold}\n#### {gold}", "two '####' lines: the hack"),
+                 (f"#### {gold} #### {gold}", ("two '####' markers on one line that starts with one: the hack (count "
+                                               "the '####' markers, not the lines)")),
+                 (f"It is {wrong}, so #### {wrong} #### {gold}", "two '####' markers on one line: the hack"),
+                 (f"{question[:80]}", "no answer line"),
+                 (f"So the answer is {gold}\n####", "a '####' with no number after it")]
+        cases += [([{"role": "assistant", "content": text}], gold, what) for text, what in texts]
+        cases += [(completion, gold, what) for completion, what in completions(gold, _hash_line, f"{question[:60]} ...")]
     return cases
+
+
+def _shown(completion: list[dict]) -> str:
+    """A completion in a hint: its text when it is one message, else its messages."""
+    return repr(completion[0]["content"]) if len(completion) == 1 else f"the completion {completion!r}"
+
+
+def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None:
+    """`func` next to `reference` on (completion, gold, expected or None, what it is), called as a rubric calls a
+    reward function (notebook 02's grpo.RubricRewards scores through one) and, with `adapter_call`, as the
+    notebook's TRL adapter calls one: f(parser=..., completion=..., answer=...), without await. The first
+    difference, with what it is."""
+    from gsm8k_course import HashParser
+
+    for completion, gold, expected, what in cases:
+        expected = reference(completion, gold) if expected is None else expected
+        case = f"for {_shown(completion)} (gold {gold!r})"
+        try:
+            if adapter_call:
+                result = func(parser=HashParser(), completion=copy.deepcopy(completion), answer=gold)
+                if inspect.isawaitable(result):
+                    getattr(result, "close", lambda: None)()  # never awaited: close it quietly
+                    return ("write it with def, not async def: the notebook's TRL adapter (trl_reward_funcs, section 3) "
+                            "calls it as f(parser=..., completion=..., answer=...) without await, and a coroutine is "
+                            "not a number")
+                if float(result) != expected:
+                    return f"{case} it gave {result}, expected {expected}: " + "; ".join(filter(None, [what, gold_hint(gold)]))
+            got = call_reward(func, completion=copy.deepcopy(completion), answer=gold, parser=HashParser())
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            return f"{case} it raised {type(e).__name__}: {e}" + (f"; {gold_hint(gold)}" if gold_hint(gold) else "")
+        if got != expected:
+            why = gold_hint(gold) if expected == 1.0 else ""
+            return f"{case} it gave {got}, expected {expected}: " + "; ".join(filter(None, [what, why]))
+    return None
 
 
 @checks_exercise("02-close-the-hack")
 def close_the_hack(func) -> str | None:
-    """func(completion) -> 1.0 only when the reply holds exactly one '####' with a number after it."""
+    """func(completion) -> 1.0 only when the reply holds exactly one '####' with a number after it; tried next to
+    the course's reference (helpers.grpo.one_answer_line)."""
     from helpers.grpo import one_answer_line
 
     if not callable(func):
         return "one_answer_line should be a reward function: def one_answer_line(completion, **kwargs) -> float"
-    cases = [(text, "72", expected, hint) for text, expected, hint in HACK_CASES]
-    cases += [(text, gold, one_answer_line(text), what) for text, gold, what in _hack_replies()]
-    for text, gold, expected, hint in cases:
-        try:  # as a rubric calls it (grpo.RubricRewards scores through one)
-            got = call_reward(func, completion=[{"role": "assistant", "content": text}], answer=gold)
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"for {text!r} it raised {type(e).__name__}: {e}"
-        if got != expected:
-            why = gold_hint(gold) if expected == 1.0 else ""
-            return f"for {text!r} (gold {gold!r}) it gave {got}, expected {expected}: " + "; ".join(filter(None, [hint, why]))
-    return None
+    if not_your_own(func):
+        return not_your_own(func)
+    cases = [([{"role": "assistant", "content": text}], "72", expected, hint) for text, expected, hint in HACK_CASES]
+    number = ("one '####' with a number after it earns 1.0, whatever the number: extract_hash_answer reads every way "
+              "a number is written ('$18', '-3', '1,000', '0.5.')")
+    cases += [(completion, gold, None, f"{what}; {number}") for completion, gold, what in _hack_replies()]
+    # section 12 scores it through grpo.RubricRewards only, which awaits it: an async def is fine there
+    return _reward_difference(func, cases, lambda completion, gold: one_answer_line(completion), adapter_call=False)
 
 
 # ----------------------------------------------------------------------------- the right last number
@@ -239,10 +332,15 @@ def _arithmetic_rows() -> list[tuple[str, str]]:
     return [(p.question, str(p.answer)) for p in problems] + list(gsm8k_rows())
 
 
-def _last_number_replies() -> list[tuple[str, str, str]]:
-    """(reply, gold, what it is) for each row: the right number last, with and without a '####' line, written
+def _said(number: str) -> str:
+    return f"So the answer is {number}"
+
+
+def _last_number_replies() -> list[tuple[list[dict], str, str]]:
+    """(completion, gold, what it is) for each row: the right number last, with and without a '####' line, written
     another way ('1,200', '1200', '12.0', '$12.'), followed by words; the right number early and another one last
-    (a worked line, a second question), a number that only contains the gold, none at all."""
+    (a worked line, a second question), a number that only contains the gold, none at all; then the shared
+    completions, the answer in words and in a '####' line (near misses, two answers, several messages)."""
     from gsm8k_course import canonical_number
 
     cases = []
@@ -251,45 +349,35 @@ def _last_number_replies() -> list[tuple[str, str, str]]:
         value = float(number)
         wrong, bigger = write_number(value + 1), f"1{number.lstrip('-')}"
         with_comma = f"{int(value):,}" if value == int(value) else number
-        cases += [
-            (f"{question[:60]} ... = {number}", gold, "the right number last, no '####' line (it must still earn 1)"),
-            (f"So it is {number}.\n#### {number}", gold, "the right number in a '####' line"),
-            (f"#### {gold}\nThe answer is: {gold} apples.", gold, "the right number, then words after it"),
-            (f"It is {with_comma}.", gold, "the right number written with a thousands comma"),
-            (f"It is {number}.0", gold, "the right number written as a decimal (12.0 is 12)"),
-            (f"That makes ${number}.", gold, "the right number after a '$', with a full stop"),
-            (f"First {number}, then {wrong}, so the answer is {wrong}.", gold, "the right number early, a wrong one last"),
-            (f"#### {number}\nQuestion: Tom has {wrong} apples.", gold,
+        texts = [
+            (f"{question[:60]} ... = {number}", "the right number last, no '####' line (it must still earn 1)"),
+            (f"So it is {number}.\n#### {number}", "the right number in a '####' line"),
+            (f"#### {gold}\nThe answer is: {gold} apples.", "the right number, then words after it"),
+            (f"It is {with_comma}.", "the right number written with a thousands comma"),
+            (f"It is {number}.0", "the right number written as a decimal (12.0 is 12)"),
+            (f"That makes ${number}.", "the right number after a '$', with a full stop"),
+            (f"First {number}, then {wrong}, so the answer is {wrong}.", "the right number early, a wrong one last"),
+            (f"#### {number}\nQuestion: Tom has {wrong} apples.",
              "the right answer, then a new question with another number: only the LAST number counts"),
-            (f"It is {bigger}.", gold, "a number that contains the gold's digits is another number"),
-            (f"It is {wrong}.\n#### {number}", gold, "a wrong number early, the right one last"),
-            ("I do not know.", gold, "no number at all"),
-            ("", gold, "an empty reply"),
+            (f"It is {bigger}.", "a number that contains the gold's digits is another number"),
+            (f"It is {wrong}.\n#### {number}", "a wrong number early, the right one last"),
+            ("I do not know.", "no number at all"),
+            ("", "an empty reply"),
         ]
-        if value:
-            cases.append((f"The answer is {write_number(-value)}.", gold, "the sign is part of the number"))
+        cases += [([{"role": "assistant", "content": text}], gold, what) for text, what in texts]
+        for mark in (_said, _hash_line):
+            cases += [(completion, gold, what) for completion, what in completions(gold, mark, f"{question[:60]} ...")]
     return cases
 
 
 @checks_exercise("02-last-number")
 def last_number_reward(func) -> str | None:
     """func(completion, answer) -> 1.0 when the reply's last number is the gold one, whatever the format; tried
-    next to the course's reference (helpers.grpo.last_number_right) on replies to real problems."""
-    from gsm8k_course import HashParser
-
-    from helpers.grpo import last_number_right
-
+    next to the course's reference (helpers.grpo.last_number_right) on replies to real problems, called as the
+    notebook's rubric and its TRL adapter call it."""
     if not callable(func):
         return "last_number_right should be a reward function: def last_number_right(completion, answer, **kwargs)"
-    for text, gold, what in _last_number_replies():
-        completion = [{"role": "assistant", "content": text}]
-        expected = last_number_right(completion, gold)
-        try:  # as a rubric calls it (grpo.RubricRewards scores through one)
-            got = call_reward(func, completion=completion, answer=gold, parser=HashParser())
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"for {text!r} (gold {gold!r}) it raised {type(e).__name__}: {e}" + (
-                f"; {gold_hint(gold)}" if gold_hint(gold) else "")
-        if got != expected:
-            why = "; ".join(filter(None, [what, gold_hint(gold)]))
-            return f"for {text!r} (gold {gold!r}) it gave {got}, expected {expected}: {why}"
-    return None
+    if not_your_own(func):
+        return not_your_own(func)
+    cases = [(completion, gold, None, what) for completion, gold, what in _last_number_replies()]
+    return _reward_difference(func, cases, last_number_right, adapter_call=True)

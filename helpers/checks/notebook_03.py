@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import json
+import logging
 import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 from helpers.checks import checks_exercise
+from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import (
     call_reward,
     gold_hint,
     gsm8k_golds,
     gsm8k_rows,
+    near_misses,
     quiet_datasets,
+    replies,
     same_score,
     write_number,
 )
@@ -40,13 +45,14 @@ HINT_CASES = [  # (parsed, gold, the word the feedback must contain, what a wron
 def _hint_cases() -> list[tuple[str, str, str, str]]:
     """(parsed, gold, the word, why) over GSM8K's gold answers: `parsed` as FinalAnswerParser gives it (the
     number after the model's '####', canonical) for answers above and below the gold, its tenfold, its tenth
-    and its negative."""
+    and the shared near misses (its negative, the same whole part with other decimals, ...)."""
     from gsm8k_course import canonical_number, extract_hash_answer
 
     cases = []
     for gold in gsm8k_golds():
         value = float(canonical_number(gold))
-        for other in dict.fromkeys([value + 1, value - 1, value * 10, value / 10, -value]):
+        misses = [float(number.rstrip(".")) for number, _ in near_misses(gold)]
+        for other in dict.fromkeys([value + 1, value - 1, value * 10, value / 10, *misses]):
             if other != value:
                 parsed = extract_hash_answer(f"#### {write_number(other)}")
                 word = "too high" if other > value else "too low"
@@ -70,6 +76,8 @@ def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
 
     if not callable(feedback_message):
         return "feedback_message should be a function: def feedback_message(parsed, answer) -> str"
+    if not_your_own(feedback_message):
+        return not_your_own(feedback_message)
     for parsed, gold in [("72", "72"), *((canonical_number(g), g) for g in gsm8k_golds())]:
         if feedback_message(parsed, gold).strip() != "Correct.":
             return (f"feedback_message({parsed!r}, {gold!r}) should say exactly 'Correct.' (the same number; the "
@@ -88,31 +96,64 @@ def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- the feedback environment, replayed
-# MultiTurnEnv.rollout's loop is replayed with scripted model turns (right answers written as GSM8K writes them
-# and otherwise, wrong ones, no answer) over gold answers of both GSM8K splits and several max_turns. The
-# environment's methods are called the way the notebook's FeedbackEnv calls yours: `return await yours(...)`.
+# Section 2's environment is built as the notebook builds it (its FeedbackEnv class: verifiers' vf.MultiTurnEnv with
+# the two functions, HASH_SYSTEM_PROMPT, the FinalAnswerParser, max_turns as the notebook sets it and verifiers'
+# own -1), with the learner's function and the solution's other one, and run by verifiers' own
+# MultiTurnEnv.rollout: a scripted client returns the model's turns as the OpenAI client returns them, over the
+# shared replies to GSM8K rows of both splits.
 
+MAX_TURNS = (3, 1, 2, 4, -1)  # the notebook's default first; -1 is verifiers' default: no limit on turns
 MAX_SCRIPTED_TURNS = 6  # a conversation that has not ended by then never would
+# What MultiTurnEnv.rollout's state holds from its start: it reads 'responses' and 'turn' at every turn
+ROLLOUT_STATE = ("id", "prompt", "completion", "answer", "task", "info", "responses", "turn", "timing")
+QUIET = logging.getLogger(f"{__name__}.replay")  # a scripted model that stops is not an error to log
+QUIET.disabled = True
+
+
+async def _solution_is_completed(self, messages, state, **kwargs) -> bool:
+    """The solution's is_completed (solutions/03_multiturn_and_tools.md)."""
+    import verifiers as vf
+
+    return state.get("solved", False) or await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs)
+
+
+async def _solution_env_response(self, messages, state, **kwargs):
+    """The solution's env_response, replying with the course's feedback_message."""
+    from gsm8k_course import canonical_number
+    from gsm8k_feedback import feedback_message
+
+    parsed = self.parser.parse_answer(messages)
+    state["solved"] = bool(parsed) and canonical_number(parsed) == canonical_number(state["answer"])
+    return [{"role": "user", "content": feedback_message(parsed, state["answer"])}], state
+
+
+def _hash_line(number: str) -> str:
+    return f"#### {number}"
 
 
 def _scripts(gold: str) -> list[tuple[str, list[str]]]:
-    """(what the model does, its answers turn by turn) for one gold answer, padded with wrong answers."""
+    """(what the model does, its turns) for one gold answer: right at once, wrong then right, no answer then wrong
+    then right, never right; then each shared reply with a '####' line (the gold written every way, near misses,
+    text after the answer line, two '####' lines, none), followed by the right answer. Padded with wrong ones."""
     from gsm8k_course import canonical_number
 
-    number = canonical_number(gold)
-    value = float(number)
-    right, plain = f"#### {gold}", f"#### {number}"
-    wrong, wrong_2 = f"#### {write_number(value + 1)}", f"#### {write_number(value - 2)}"
-    scripts = [("right at once", [right]), ("wrong, then right", [wrong, right]),
-               ("no answer, wrong, then right", ["I am not sure yet.", wrong_2, right]),
-               ("never right", [wrong, wrong_2, wrong, wrong_2]),
-               (f"right, written '{number}' where the gold is '{gold}'", [wrong, plain])]
-    return [(what, [f"Let me compute.\n{a}" for a in answers] + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS)
-            for what, answers in scripts]
+    value = float(canonical_number(gold))
+    right, wrong, wrong_2 = f"#### {gold}", f"#### {write_number(value + 1)}", f"#### {write_number(value - 2)}"
+    scripts = [("answers right at once", [right]), ("answers wrong, then right", [wrong, right]),
+               ("gives no answer, a wrong one, then the right one", ["I am not sure yet.", wrong_2, right]),
+               ("is never right", [wrong, wrong_2])]
+    scripts = [(what, [f"Let me compute.\n{turn}" for turn in turns]) for what, turns in scripts]
+    scripts += [(f"writes {what}", [text, f"Let me compute.\n{right}"])
+                for text, what in replies(gold, _hash_line, "Let me compute.")]
+    return [(what, turns + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS) for what, turns in scripts]
 
 
 class NotAwaitable(TypeError):
     """The learner's method returned something the environment cannot await."""
+
+
+class NotAReply(TypeError):
+    """The learner's env_response returned something other than (messages, state)."""
 
 
 def _awaited(method: str, yours: Callable) -> Callable:
@@ -123,29 +164,80 @@ def _awaited(method: str, yours: Callable) -> Callable:
         result = yours(self, messages, state, **kwargs)
         if not inspect.isawaitable(result):
             raise NotAwaitable(f"{method} returned {type(result).__name__}, which the environment cannot await")
-        return await result
+        result = await result
+        if method == "env_response" and not (isinstance(result, tuple) and len(result) == 2
+                                             and isinstance(result[0], list) and isinstance(result[1], dict)):
+            raise NotAReply(f"env_response returned {str(result)[:120]!r}: return (a list of messages, the state), "
+                            "e.g. `return [{'role': 'user', 'content': reply}], state`")
+        return result
 
     return call
 
 
-def _feedback_env(max_turns: int, hints: bool = False, **methods):
-    """gsm8k_feedback's FeedbackEnv with `methods` (is_completed, env_response) replaced by the learner's."""
+def _notebook_env(max_turns: int, rows, is_completed: Callable = _solution_is_completed,
+                  env_response: Callable = _solution_env_response):
+    """Section 2's environment as the notebook builds it, on `rows` (question, gold)."""
     import verifiers as vf
     from datasets import Dataset
-    from gsm8k_feedback import FeedbackEnv, FinalAnswerParser
+    from gsm8k_course import HASH_SYSTEM_PROMPT
+    from gsm8k_feedback import FinalAnswerParser, make_rubric
 
-    env_class = type("CheckedFeedbackEnv", (FeedbackEnv,), {name: _awaited(name, f) for name, f in methods.items()})
+    completed, respond = _awaited("is_completed", is_completed), _awaited("env_response", env_response)
+
+    class FeedbackEnv(vf.MultiTurnEnv):  # the notebook's class: your two functions on verifiers' base class
+        async def is_completed(self, messages, state, **kwargs) -> bool:
+            return await completed(self, messages, state, **kwargs)
+
+        async def env_response(self, messages, state, **kwargs):
+            return await respond(self, messages, state, **kwargs)
+
     parser = FinalAnswerParser()
-    with quiet_datasets():  # its one-row dataset is mapped
-        return env_class(hints=hints, max_turns=max_turns, parser=parser, rubric=vf.Rubric(parser=parser),
-                         eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]))
+    with quiet_datasets():  # its dataset is mapped
+        env = FeedbackEnv(max_turns=max_turns, system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser),
+                          eval_dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in rows]))
+    env.logger = QUIET
+    return env
+
+
+class NeverEnded(Exception):
+    """The scripted model has no turn left: the conversation had not ended by then."""
+
+    def __init__(self, messages: list):
+        super().__init__("the conversation never ended")
+        self.messages = messages
+
+
+class ScriptedClient:
+    """Stands in for the OpenAI client in verifiers' own rollout loop: each `chat.completions.create` returns the
+    script's next model turn as a ChatCompletion, as the client returns it."""
+
+    def __init__(self, turns: list):
+        self.turns = list(turns)
+        self.chat = self.completions = self  # client.chat.completions.create
+
+    async def create(self, *, messages, **kwargs):
+        if not self.turns:
+            raise NeverEnded(list(messages))
+        return _model_turn(self.turns.pop(0))
+
+
+def _model_turn(turn):
+    """One model turn as the OpenAI client returns it: a ChatCompletion, its tool calls the client's objects."""
+    from openai.types.chat import ChatCompletion
+
+    text, calls = (turn, []) if isinstance(turn, str) else turn
+    message = {"role": "assistant", "content": text,
+               "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": "calculate", "arguments": a}}
+                              for i, a in enumerate(calls)] or None}
+    return ChatCompletion.model_validate({
+        "id": "scripted", "object": "chat.completion", "created": 0, "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}]})
 
 
 class Replay(NamedTuple):
-    said: list[tuple[str, str]]  # (role, what it said in short) turn by turn
-    kept: bool  # whether the state kept what it held (its answer and a key of the caller's own)
+    said: list[tuple[str, str]]  # (role, what it said in short) message by message
     completion: list[dict]  # as the rollout returns it
-    state: dict
+    state: dict | None  # None when the conversation never ended
 
 
 def _judged(reply: str) -> str:
@@ -157,81 +249,128 @@ def _judged_with_hints(reply: str) -> str:
     return _judged(reply) + (f" ({words[0]})" if len(words) == 1 else "")
 
 
-async def _conversation(env, gold: str, answers: list[str], judge: Callable[[str], str] = _judged) -> Replay:
-    """MultiTurnEnv.rollout's loop (verifiers 0.1.5) with scripted model turns, from the state it starts with."""
-    keep = object()  # a key of the caller's own, that must survive every turn
-    prompt = [{"role": "user", "content": "A GSM8K problem."}]
-    state = {"id": 0, "prompt": prompt, "completion": [], "answer": gold, "task": "default", "info": {},
-             "responses": [], "turn": 0, "timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0},
-             "mine": keep}
-    messages: list[dict] = list(prompt)
-    said: list[tuple[str, str]] = []
-    while not await env.is_completed(messages, state):
-        if state["turn"] >= MAX_SCRIPTED_TURNS:
-            said.append(("-", "(never ended)"))
-            break
-        messages.append({"role": "assistant", "content": answers[state["turn"]]})
-        said.append(("assistant", answers[state["turn"]].split("\n")[-1]))
-        state["turn"] += 1
-        if await env.is_completed(messages, state):
-            break
-        replies, state = await env.env_response(messages, state)
-        if not isinstance(state, dict):
-            raise TypeError(f"env_response returned {type(state).__name__} as the state: return (replies, state)")
-        messages += replies
-        said += [(reply.get("role", "?"), judge(reply.get("content", ""))) for reply in replies]
-    kept = state.get("mine") is keep and state.get("answer") == gold
-    return Replay(said, kept, messages[len(prompt):], {k: v for k, v in state.items() if k != "mine"})
+def _short(text) -> str:
+    return str(text).removeprefix("Let me compute.\n").replace("\n", " / ")
 
 
-def _reference_replays() -> list[tuple[str, Replay]]:
-    """(what the case is, the reference FeedbackEnv's replay) for max_turns 1 to 4, GSM8K's golds, every script."""
+async def _replay(env, prompt: list, gold: str, turns: list, judge: Callable[[str], str] = _judged) -> Replay:
+    """One rollout of `env` by verifiers' own MultiTurnEnv.rollout, the model's turns scripted."""
+    try:
+        completion, state = await env.rollout(ScriptedClient(turns[:MAX_SCRIPTED_TURNS]), "scripted",
+                                              copy.deepcopy(prompt), answer=gold)
+    except NeverEnded as stop:
+        completion, state = stop.messages[len(prompt):], None
+    said = [(m.get("role", "?"), _short(m.get("content")) if m.get("role") == "assistant"
+             else judge(str(m.get("content"))))  for m in completion]
+    return Replay(said + ([("-", "(never ended)")] if state is None else []), completion, state)
+
+
+@functools.cache
+def _rows() -> tuple[tuple[str, str], ...]:
+    """(question, gold), one row per gold answer of real_inputs."""
+    return tuple({gold: (question, gold) for question, gold in reversed(gsm8k_rows())}.values())[::-1]
+
+
+@functools.cache
+def _reference_replays() -> dict[tuple[int, str, str], Replay]:
+    """{(max_turns, gold, what the model does): the solution's replay} for every max_turns, row and script."""
     async def replay_all():
-        replays = []
-        for max_turns in (1, 2, 3, 4):
-            env = _feedback_env(max_turns)
-            for gold in gsm8k_golds():
-                for what, answers in _scripts(gold):
-                    replays.append((f"max_turns={max_turns}, gold answer {gold!r}, the model {what}",
-                                    await _conversation(env, gold, answers)))
+        replays = {}
+        for max_turns in MAX_TURNS:
+            env = _notebook_env(max_turns, _rows())
+            for (_, gold), prompt in zip(_rows(), env.eval_dataset["prompt"]):
+                for what, turns in _scripts(gold):
+                    replays[max_turns, gold, what] = await _replay(env, prompt, gold, turns)
         return replays
 
     return run_sync(replay_all())
 
 
 def _first_difference(method: str, yours: Callable) -> str | None:
-    """Every scripted conversation with the learner's `method` and with the reference's; the first difference."""
-    envs = {max_turns: (_feedback_env(max_turns, **{method: yours}), _feedback_env(max_turns)) for max_turns in (1, 2, 3, 4)}
+    """Every scripted conversation with the learner's `method` and with the solution's; the first difference."""
+    if not callable(yours):
+        return f"{method} should be a function: async def {method}(self, messages, state, **kwargs)"
+    if not_your_own(yours):
+        return not_your_own(yours)
+    expected = _reference_replays()
 
     async def compare() -> str | None:  # one event loop for them all
-        for max_turns, (env, reference) in envs.items():
-            for gold in gsm8k_golds():
-                for what, answers in _scripts(gold):
-                    expected = (await _conversation(reference, gold, answers)).said
+        for max_turns in MAX_TURNS:
+            env = _notebook_env(max_turns, _rows(), **{method: yours})
+            for (_, gold), prompt in zip(_rows(), env.eval_dataset["prompt"]):
+                for what, turns in _scripts(gold):
                     case = f"max_turns={max_turns}, gold answer {gold!r}, the model {what}"
+                    want = expected[max_turns, gold, what].said
                     try:
-                        got, kept, _, _ = await _conversation(env, gold, answers)
-                    except NotAwaitable as e:
-                        return (f"{e}: write it as `async def {method}(self, messages, state, **kwargs)` (the "
-                                f"notebook's FeedbackEnv does `return await {method}(self, ...)`)")
+                        got = await _replay(env, prompt, gold, turns)
                     except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-                        return f"with {case}, it raised {type(e).__name__}: {e}"
-                    if got != expected:
-                        return (f"with {case}:\n  expected {_transcript(expected)}\n  yours    {_transcript(got)}\n"
-                                + _why(method, expected, got))
-                    if not kept:
-                        return (f"with {case}, the state lost what it held before (its 'answer' or other keys): "
-                                "update the state dict you were given and return that one")
+                        return f"with {case}, {_raised(method, e)}"
+                    if got.said != want:
+                        return (f"with {case}:\n  expected {_transcript(want)}\n  yours    {_transcript(got.said)}\n"
+                                + _why(method, want, got.said, max_turns))
+                    if got.state is not None and (set(ROLLOUT_STATE) - set(got.state) or got.state["answer"] != gold):
+                        return (f"with {case}, the state lost what it held before ({sorted(set(ROLLOUT_STATE) - set(got.state))} "
+                                "or its 'answer'): update the state dict you were given and return that one")
+        env, reference = _notebook_env(3, _rows(), **{method: yours}), _notebook_env(3, _rows())
+        for question, gold in _rows():
+            try:
+                got = await _by_hand(env, question, gold)
+            except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+                why = f"it raised KeyError: {e}" if isinstance(e, KeyError) else _raised(method, e)
+                return (f"section 2's next cell drives the environment by hand (gold answer {gold!r}), from a state that "
+                        f"holds only 'answer' and 'turn', and {why}; read only those and your own keys")
+            want = await _by_hand(reference, question, gold)
+            if got != want:
+                return (f"section 2's next cell drives the environment by hand (gold answer {gold!r}, a wrong answer, "
+                        f"then the right one): (reply, is_completed) after each were {got}, expected {want}")
         return None
 
     return run_sync(compare())
+
+
+async def _by_hand(env, question: str, gold: str) -> list[tuple[str, bool]]:
+    """What notebook 03's cell after the class does: two answers, and env_response then is_completed after each,
+    from a state that holds only 'answer' and 'turn'."""
+    from gsm8k_course import canonical_number
+
+    messages, state, steps = [{"role": "user", "content": question}], {"answer": gold, "turn": 0}, []
+    for attempt in (f"My answer:\n#### {write_number(float(canonical_number(gold)) + 5)}", f"Let me redo it.\n#### {gold}"):
+        messages.append({"role": "assistant", "content": attempt})
+        state["turn"] += 1
+        replies, state = await env.env_response(messages, state)
+        messages += replies
+        steps.append((_judged(replies[0]["content"]), bool(await env.is_completed(messages, state))))
+    return steps
+
+
+def _raised(method: str, e: Exception) -> str:
+    """What an exception from a replay means."""
+    if isinstance(e, NotAwaitable):
+        return (f"{e}: write it as `async def {method}(self, messages, state, **kwargs)` (the notebook's FeedbackEnv "
+                f"does `return await {method}(self, ...)`)")
+    if isinstance(e, NotAReply):
+        return str(e)
+    if isinstance(e, KeyError) and e.args and e.args[0] in ROLLOUT_STATE:
+        return (f"verifiers' rollout raised KeyError: {e}: the state lost what it held (its {e.args[0]!r}): update "
+                "the state dict you were given and return that one")
+    if isinstance(e, KeyError) and e.args == ("solved",):
+        return ("it raised KeyError: 'solved': before the environment's first reply the state has no 'solved': read "
+                "it with state.get('solved', False)")
+    if "super" in str(e):
+        return (f"it raised {type(e).__name__}: {e}. Your function is not a method of a class of yours, so super() "
+                f"cannot find the base class: name it, `await vf.MultiTurnEnv.is_completed(self, messages, state, "
+                "**kwargs)`")
+    if isinstance(e, AttributeError):
+        return (f"it raised AttributeError: {e}. The notebook's FeedbackEnv is vf.MultiTurnEnv with your two "
+                "functions and nothing more: use what the base class has (self.parser, self.max_turns, ...)")
+    return f"it raised {type(e).__name__}: {e}"
 
 
 def _transcript(said: list[tuple[str, str]]) -> str:
     return " → ".join(f"{role}: {text}" for role, text in said) or "(nothing: it ended before the first turn)"
 
 
-def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]]) -> str:
+def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]], max_turns: int) -> str:
     """The mistake the first difference points at."""
     at = next(i for i in range(max(len(expected), len(got))) if expected[i: i + 1] != got[i: i + 1])
     want, have = (expected[at] if at < len(expected) else None), (got[at] if at < len(got) else None)
@@ -239,32 +378,35 @@ def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]
     if want and have and want[0] == "user" and have[0] != "user":
         return "the environment's reply is a message with role 'user': [{'role': 'user', 'content': ...}]"
     if method == "env_response" and want and have and want[1] != have[1]:
-        return ("the environment judged this answer differently: compare the NUMBERS (canonical_number of the parsed "
-                "answer and of state['answer']: '1600', '1,600' and '$1,600' are one number), set state['solved'] "
-                "and say 'Correct.' exactly when they are equal")
-    if want is None and ended_right:
+        return ("the environment judged this answer differently: parse the model's last turn with "
+                "self.parser.parse_answer(messages) (the number after its LAST '####'), compare the NUMBERS "
+                "(canonical_number of it and of state['answer']: '1600', '1,600', '$1,600' and '1600.' are one "
+                "number, '1600.5' and '-1600' are others), set state['solved'] and say 'Correct.' exactly when they "
+                "are equal")
+    if (want is None or want[0] == "-") and ended_right:
         return ("it said 'Correct.' and the conversation went on: set state['solved'] = True in env_response, and end "
                 "the conversation once it is (is_completed)")
-    if want is None:
+    if want is None or want[0] == "-":
         return ("after the model's last allowed turn (max_turns) the conversation must end: ask the base class, "
                 "await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs), which checks max_turns")
+    if max_turns == -1:
+        return ("with max_turns=-1 (verifiers' default: no limit on turns) it ended before a right answer: ask the "
+                "base class, await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs), which knows that "
+                "-1 means no limit")
     return ("it ended before the model had its max_turns turns and before a right answer: one turn early? End it "
-            "when state['solved'] is True, or when the base class says so")
+            "when state['solved'] is True, or when the base class says so; count turns with state['turn'], not the "
+            "messages (the prompt holds the system prompt and the question)")
 
 
 @checks_exercise("03-is-completed")
 def feedback_is_completed(is_completed: Callable) -> str | None:
     """is_completed(self, messages, state), awaited: over after a right answer, or at max_turns (the base class)."""
-    if not callable(is_completed):
-        return "is_completed should be a function: async def is_completed(self, messages, state, **kwargs)"
     return _first_difference("is_completed", is_completed)
 
 
 @checks_exercise("03-env-response")
 def feedback_env_response(env_response: Callable) -> str | None:
     """env_response(self, messages, state), awaited: parse the last model turn, set state['solved'], reply."""
-    if not callable(env_response):
-        return "env_response should be a function: async def env_response(self, messages, state, **kwargs)"
     return _first_difference("env_response", env_response)
 
 
@@ -304,8 +446,11 @@ def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
 
     if not callable(discounted_correct):
         return "discounted_correct should be a reward function: def discounted_correct(parser, completion, answer, **kwargs)"
+    if not_your_own(discounted_correct):
+        return not_your_own(discounted_correct)
     parser = FinalAnswerParser()
-    replays = _reference_replays()
+    replays = [(f"max_turns={max_turns}, gold answer {gold!r}, the model {what}", replay)
+               for (max_turns, gold, what), replay in _reference_replays().items() if replay.state is not None]
     takes_discount = "discount" in inspect.signature(discounted_correct).parameters
     sees_discount = takes_discount or "discount" in getattr(discounted_correct, "__globals__", {})
     for discount in DISCOUNTS if sees_discount else DISCOUNTS[:1]:  # only a discount it sees can change it
@@ -337,7 +482,8 @@ def _discount_mistake(parser, replay: Replay, got: float, expected: float, disco
     turns = len(parser.get_assistant_messages(completion))
     replies = sum(m["role"] == "user" for m in completion)
     if expected == 0.0:
-        return "a rollout that never got it right should earn 0"
+        return ("a rollout that never got it right should earn 0: judge the last answer with correct_answer(parser, "
+                "completion, answer), which compares the numbers exactly")
     mistakes = [
         (len(completion) - 1, ("count the MODEL's turns (parser.get_assistant_messages), not the messages: a "
                                "real rollout ends with the environment's 'Correct.'")),
@@ -386,19 +532,6 @@ def _tool_scripts(question: str, gold: str) -> list[tuple[str, list]]:
     ]
 
 
-def _model_turn(turn):
-    """One model turn as the OpenAI client returns it: a ChatCompletion, its tool calls the client's objects."""
-    from openai.types.chat import ChatCompletion
-
-    text, calls = (turn, []) if isinstance(turn, str) else turn
-    message = {"role": "assistant", "content": text,
-               "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": "calculate", "arguments": a}}
-                              for i, a in enumerate(calls)] or None}
-    return ChatCompletion.model_validate({
-        "id": "scripted", "object": "chat.completion", "created": 0, "model": "scripted",
-        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}]})
-
-
 def _tool_rollouts() -> list[tuple[str, list, dict]]:
     """(what the case is, completion, state) of real rollouts of the course's TolerantToolEnv (verifiers 0.1.5's
     ToolEnv loop, the real calculator) with scripted model turns, for max_turns 1, 2 and 4."""
@@ -406,21 +539,16 @@ def _tool_rollouts() -> list[tuple[str, list, dict]]:
     from datasets import Dataset
     from gsm8k_calculator import TolerantToolEnv, calculate
 
-    class ScriptedToolEnv(TolerantToolEnv):
-        async def get_model_response(self, client, model, prompt, **kwargs):
-            return _model_turn(self.turns.pop(0))  # self.turns: set before each rollout
-
     async def run_all():
         rollouts = []
         for max_turns in (1, 2, 4):
             with quiet_datasets():
-                env = ScriptedToolEnv(tools=[calculate], max_turns=max_turns, parser=vf.Parser(),
+                env = TolerantToolEnv(tools=[calculate], max_turns=max_turns, parser=vf.Parser(),
                                       eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]))
             for question, gold in gsm8k_rows()[:4] + gsm8k_rows()[-4:]:
                 for what, turns in _tool_scripts(question, gold):
-                    env.turns = list(turns)
-                    completion, state = await env.rollout(None, "scripted", [{"role": "user", "content": question}],
-                                                          answer=gold)
+                    completion, state = await env.rollout(ScriptedClient(turns), "scripted",
+                                                          [{"role": "user", "content": question}], answer=gold)
                     rollouts.append((f"the model {what} (max_turns={max_turns})", completion, state))
         return rollouts
 
@@ -435,6 +563,8 @@ def tool_call_count(tool_calls: Callable[..., float]) -> str | None:
 
     if not callable(tool_calls):
         return "tool_calls should be a reward function: def tool_calls(completion, **kwargs) -> float"
+    if not_your_own(tool_calls):
+        return not_your_own(tool_calls)
     cases = [(case, completion, {}) for case, completion in TOOL_CASES] + _tool_rollouts()
     for case, completion, state in cases:
         expected = reference(completion)
@@ -494,6 +624,8 @@ def my_environment(load_environment: Callable) -> str | None:
 
     if not callable(load_environment):
         return "pass your module's load_environment function"
+    if not_your_own(load_environment):
+        return not_your_own(load_environment)
     for arguments in MODULE_ARGUMENTS:
         call = f"load_environment({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
         try:
@@ -525,34 +657,44 @@ def _module_difference(env, reference, arguments: dict) -> str | None:
     if rubric != FEEDBACK_RUBRIC:
         return (f"the rubric is {rubric}; section 2's is {FEEDBACK_RUBRIC}: the same four functions with the "
                 "same weights (the '####' format counts 0.5)")
+    if not_your_own(*env.rubric.get_reward_funcs()):  # the four reward functions are the exercise's to write
+        return not_your_own(*env.rubric.get_reward_funcs())
     return run_sync(_conversations_differ(env, reference, arguments))
 
 
 async def _conversations_differ(env, reference, arguments: dict) -> str | None:
-    """The same scripted conversations with both environments (their own methods), then scored by both rubrics."""
+    """The same scripted conversations with both environments (their own methods, verifiers' own rollout loop),
+    then scored by both rubrics."""
     from gsm8k_feedback import FinalAnswerParser, make_rubric
 
     at_half = make_rubric(FinalAnswerParser(), 0.5)  # the rubric of a module that ignores its discount
-    for gold in dict.fromkeys([*reference.eval_dataset["answer"], *gsm8k_golds()]):
+    env.logger = reference.logger = QUIET
+    rows = dict(zip(reference.eval_dataset["answer"], reference.eval_dataset["question"]))
+    rows.update({gold: question for question, gold in _rows() if gold not in rows})
+    for gold, question in rows.items():
         for what, answers in _scripts(gold):
             case = f"gold answer {gold!r}, the model {what}"
             try:
-                yours = await _conversation(env, gold, answers, _judged_with_hints)
+                yours = await _replay(env, env.format_prompt(question, env.system_prompt, env.few_shot), gold, answers,
+                                      _judged_with_hints)
             except Exception as e:  # noqa: BLE001 - the hint names what went wrong
                 return f"with {case}, the environment raised {type(e).__name__}: {e}"
-            expected = await _conversation(reference, gold, answers, _judged_with_hints)
+            expected = await _replay(reference, reference.format_prompt(question, reference.system_prompt), gold,
+                                     answers, _judged_with_hints)
             if yours.said != expected.said:
                 why = (f"pass hints={arguments['hints']} on to FeedbackEnv(hints=hints)"
                        if [s.split(" (")[0] for _, s in yours.said] == [s.split(" (")[0] for _, s in expected.said]
                        else "use section 2's FeedbackEnv and FinalAnswerParser (from gsm8k_feedback)")
                 return (f"with {case}:\n  expected {_transcript(expected.said)}\n  yours    {_transcript(yours.said)}\n"
                         + why)
-            score, want = [await rubric.score_rollout(prompt=[], completion=expected.completion, answer=gold,
-                                                      state=copy.deepcopy(expected.state))
+            if expected.state is None:
+                continue  # never ended: nothing to score
+            score, want = [await rubric.score_rollout(prompt=expected.state["prompt"], completion=expected.completion,
+                                                      answer=gold, state=copy.deepcopy(expected.state))
                            for rubric in (env.rubric, reference.rubric)]
             if not same_score(score, want):
-                half = await at_half.score_rollout(prompt=[], completion=expected.completion, answer=gold,
-                                                   state=copy.deepcopy(expected.state))
+                half = await at_half.score_rollout(prompt=expected.state["prompt"], completion=expected.completion,
+                                                   answer=gold, state=copy.deepcopy(expected.state))
                 why = (f"its rewards use a discount of 0.5, not discount={arguments['discount']}: define the reward "
                        "functions inside load_environment, so that they see its `discount`"
                        if arguments["discount"] != 0.5 and same_score(score, half) else

@@ -8,7 +8,8 @@ import inspect
 import re
 
 from helpers.checks import checks_exercise
-from helpers.checks.real_inputs import gold_hint, gsm8k_golds, write_number
+from helpers.checks.own_code import not_your_own
+from helpers.checks.real_inputs import gold_hint, gsm8k_golds, replies, write_number
 
 FORMAT_CASES = [  # (reply, gold answer)
     ("48 + 24 = 72\n#### 72", "72"),
@@ -40,9 +41,14 @@ def _reference_rewards(reply: str, answer: str) -> tuple[float, float]:
     return form, right + 0.5 * form
 
 
+def _hash_line(number: str) -> str:
+    return f"#### {number}"
+
+
 def _format_replies() -> list[tuple[str, str]]:
     """(reply, gold) over GSM8K's gold answers: the gold after '####' as GSM8K writes it, with '$', without a space,
-    followed by text; a wrong number; a '####' list; a '####' with no number; no marker."""
+    followed by text; a wrong number; a '####' list; a '####' with no number; no marker; then the shared replies
+    with a '####' line (the gold written every way, near misses, text after it, two '####' lines, none)."""
     cases = []
     for gold in gsm8k_golds():
         number = _final_number(f"#### {gold}")
@@ -51,6 +57,7 @@ def _format_replies() -> list[tuple[str, str]]:
                   (f"####{number}\nThe answer is: {number}", gold), (f"I think {wrong}.\n#### {wrong}", gold),
                   (f"#### {gold}\n#### {gold}", gold), (f"The answer is {gold}.\n####", gold),
                   (f"The answer is {gold}.", gold)]
+        cases += [(text, gold) for text, _ in replies(gold, _hash_line, "Let me compute.")]
     return cases
 
 
@@ -75,6 +82,8 @@ def format_reward(task_cls) -> str | None:
 
     if not (inspect.isclass(task_cls) and issubclass(task_cls, vf.Task)):
         return "pass the Task class itself (GSM8KTask), a subclass of vf.Task"
+    if not_your_own(task_cls):
+        return not_your_own(task_cls)
     task = task_cls(task_cls.data_type()(prompt="a GSM8K question", answer="72"))
     rewards = {fn.__name__: fn for fn in task.hooks("reward")}
     if "correct_answer" not in rewards:
@@ -103,21 +112,32 @@ def format_reward(task_cls) -> str | None:
             return f"scoring {reply!r} failed: {error}"
         expected, total = _reference_rewards(reply, answer)
         if got.score != expected:
-            return f"{reply!r} (gold {answer!r}) got {got.score}, not {expected}: " + _format_mistake(reply, answer, expected)
+            return (f"{reply!r} (gold {answer!r}) got {got.score}, not {expected}: "
+                    + _format_mistake(task_cls, reply, answer, expected))
         if trace.reward != total:
             return (f"{reply!r} (gold {answer!r}) totals {trace.reward}, not {total}: correct_answer (weight 1.0) "
                     "plus 0.5 x hash_format; keep the notebook's correct_answer as it is")
     return None
 
 
-def _format_mistake(reply: str, answer: str, expected: float) -> str:
+def _format_mistake(task_cls, reply: str, answer: str, expected: float) -> str:
     if expected == 0.0 and "####" in reply:
         return ("a '####' with no number after it is not the format; return 1.0 only when "
                 "final_number(trace.last_reply) finds a number")
-    if expected == 1.0 and _final_number(reply) != _final_number(f"#### {answer}"):
-        return ("the format reward does not look at the answer (correct_answer does); a reply ending in "
-                "'#### <number>' has the format even when the number is wrong")
-    return "; ".join(filter(None, ["return 1.0 when final_number(trace.last_reply) finds a number, else 0.0",
+    number = _final_number(reply)
+    if expected == 1.0 and number != _final_number(f"#### {answer}"):
+        try:
+            looks_at_answer = _scored(task_cls, reply, number).rewards["hash_format"].score == 1.0
+        except Exception:  # noqa: BLE001 - only a diagnosis: the plain hint below stands
+            looks_at_answer = False
+        if looks_at_answer:  # it earns the format only when its number is the gold
+            return ("the format reward does not look at the answer (correct_answer does); a reply ending in "
+                    "'#### <number>' has the format even when the number is wrong")
+    written = next((why for mark, why in (("-", "negative: the minus sign is part of it"),
+                                          (".", "a decimal"), (",", "written with a comma"))
+                    if mark in number), "")
+    return "; ".join(filter(None, ["return 1.0 when final_number(trace.last_reply) finds a number",
+                                   f"the number after '####' here is {written}" if written else "",
                                    gold_hint(answer)]))
 
 
