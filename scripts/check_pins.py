@@ -37,7 +37,9 @@ TARGETS = {  # name: (files resolved together, files installed --no-deps, pip op
 
 
 def pins(path: Path) -> list[str]:
-    return [line.split("#")[0].strip() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
+    """A file's name==version lines (requirements-nodeps.txt follows each with its --hash lines)."""
+    lines = (line.split("#")[0].strip().removesuffix("\\").strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("-")]
 
 
 def dry_run(wanted: list[str], options: list[str], tmp: str) -> tuple[dict | None, list[str]]:

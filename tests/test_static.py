@@ -18,7 +18,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # vllm pins torch exactly (requirements-gpu.txt explains why it is 2.8.0 there); the CPU stack keeps
 # the CPU build of torch 2.13.0. Every other package must have one version across all files.
 ALLOWED_TO_DIFFER = {"torch"}
-REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements-nodeps.txt", ROOT / "requirements-colab.txt",
+REQUIREMENT_FILES = [ROOT / "requirements.txt", ROOT / "requirements.lock", ROOT / "requirements-cuda.lock",
+                     ROOT / "requirements-nodeps.txt", ROOT / "requirements-colab.txt",
                      ROOT / "requirements-gpu.txt", ROOT / "binder" / "requirements.txt", ROOT / "requirements-v1.txt",
                      ROOT / "workshop" / "requirements-hub.txt"]
 # Notebook 04's own environment is verifiers 0.4, which needs an openai below 3; all else as the course's.
@@ -66,7 +67,7 @@ def test_notebook_hygiene(path):
 def pins(path: Path) -> dict[str, str]:
     found = {}
     for line in path.read_text().splitlines():
-        line = line.split("#")[0].strip()
+        line = line.split("#")[0].strip().removesuffix("\\").strip()  # a pin followed by its --hash lines
         if not line or line.startswith("-"):
             continue
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]+\])?==([^\s;]+)(\s*;.*)?", line)
@@ -85,7 +86,12 @@ def test_pins_exact_and_consistent():
                     f"{name}: {version} in {path.relative_to(ROOT)} but {seen[name][1]} in {seen[name][0]}"
             if name not in ALLOWED_TO_DIFFER_IN.get(path.name, set()):
                 seen[name] = (str(path.relative_to(ROOT)), version)
-    assert pins(ROOT / "binder" / "requirements.txt") == pins(ROOT / "requirements.txt")
+    # binder installs the course's lock (tests/test_lock.py checks it against requirements.txt), with torch's
+    # CPU build from PyTorch's CPU index, as scripts/setup_env.sh does with TORCH_INDEX_URL.
+    binder = [line for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert binder == ["--extra-index-url https://download.pytorch.org/whl/cpu", "-r ../requirements.lock"]
+    assert (ROOT / "binder" / "../requirements.lock").is_file()
 
 
 def _attribute_chain(node: ast.AST) -> list[str] | None:
