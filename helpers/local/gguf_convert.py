@@ -15,12 +15,17 @@ de-quantizes it to float32. Three things need fixing before the folder is usable
   and the model then writes garbage); only `input_ids`/`attention_mask` go to the model
   (Llama models do not take `token_type_ids`).
 
+Two processes converting at once (two notebooks, a test run beside a notebook) take turns: a lock file
+beside the folder lets one convert while the other waits, says so, and then uses its result.
+
 `check_against_server()` compares the converted model with the llama.cpp server on a fixed
 prompt (greedy), so a silent conversion error shows up as different text.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -36,6 +41,9 @@ CHECK_PROMPT = [
      "On the last line, write the final answer as '#### <number>'."},
     {"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"},
 ]
+# How long a second process waits for another's conversion (~20 s to a minute on 2 cores, a few on a busy
+# machine) before it gives up with a message.
+LOCK_WAIT_S = 600.0
 
 
 def converted_model_dir(name: str = DEFAULT_NAME) -> Path:
@@ -57,22 +65,60 @@ def convert_gguf(gguf_path: str | Path | None = None, name: str = DEFAULT_NAME,
         return out
     if not gguf_path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {gguf_path}. Run `bash scripts/setup_env.sh`.")
-    started = time.monotonic()
-    if not quiet:
-        print(f"model: converting {gguf_path.name} to a transformers folder (once, ~1 minute)...")
-    tmp = out.with_name(out.name + ".partial")  # a crash mid-way leaves no half folder behind
-    shutil.rmtree(tmp, ignore_errors=True)
-    model, tokenizer = _load_from_gguf(gguf_path)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    _fix_config(tmp / "config.json")
-    (tmp / "converted_from.json").write_text(json.dumps(
-        {"gguf": gguf_path.name, "seconds": round(time.monotonic() - started, 1)}, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    with _conversion_lock(out):
+        if marker.is_file() and not force:  # another process converted it while this one waited
+            if not quiet:
+                print(f"model: using the converted copy at {out}")
+            return out
+        started = time.monotonic()
+        if not quiet:
+            print(f"model: converting {gguf_path.name} to a transformers folder (once, ~1 minute)...")
+        tmp = out.with_name(out.name + ".partial")  # a crash mid-way leaves no half folder behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        model, tokenizer = _load_from_gguf(gguf_path)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        _fix_config(tmp / "config.json")
+        (tmp / "converted_from.json").write_text(json.dumps(
+            {"gguf": gguf_path.name, "seconds": round(time.monotonic() - started, 1)}, indent=2))
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
     if not quiet:
         print(f"model: saved to {out} in {time.monotonic() - started:.0f} s")
     return out
+
+
+@contextlib.contextmanager
+def _conversion_lock(out: Path, wait_s: float = LOCK_WAIT_S):
+    """Hold `<out>.lock` (fcntl.flock, released when this process ends, even killed) while converting into
+    `out`; when another process holds it, say so and wait for it, up to `wait_s`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = out.with_name(out.name + ".lock")
+    with open(lock_path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            print(f"model: {holder} is converting the model into {out}; waiting for it (up to "
+                  f"{wait_s / 60:.0f} minutes)...", flush=True)
+            deadline = time.monotonic() + wait_s
+            while True:
+                time.sleep(0.5)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"{holder} has been converting the model into {out} for over {wait_s / 60:.0f} "
+                            f"minutes (it holds {lock_path}). Stop it (or restart the notebook kernel that "
+                            "runs it), then run this again.") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"process {os.getpid()}")  # named to the next process that waits
+        lock.flush()
+        yield
 
 
 def _load_from_gguf(gguf_path: Path):
