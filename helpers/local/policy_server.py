@@ -21,8 +21,11 @@ llama.cpp's defaults (top-k 40, top-p 0.95, min-p 0.05) are switched off, unless
 
 from __future__ import annotations
 
+import http.client
 import json
+import numbers
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +36,12 @@ from helpers.local.child_process import NO_PROXY_OPENER, EndpointError
 from helpers.local.gguf_export import GGUFExporter
 from helpers.local.hf_server import HFModelServer
 from helpers.local.llama_server import LocalModelServer, packaged_model_path
+from helpers.local.paths import display_path
+
+# What every failure of the policy server mid-training says: notebook 02's Train cell resumes from the last
+# checkpoint (helpers.local.run_folder), and the trainer restarts a stopped server (server_rollouts).
+RESUME_HINT = ("The steps finished so far are saved in the run's checkpoints: run the training cell again to "
+               "resume (it starts the server again).")
 
 
 @dataclass
@@ -58,9 +67,26 @@ def _aligned_logprobs(token_ids: list[int], reported: list[dict]) -> list[float 
     return logprobs
 
 
-def _timed_out(error: OSError) -> bool:
+def _timed_out(error: Exception) -> bool:
     """A request that waited too long: a socket timeout, or urllib's URLError around one."""
     return isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError)
+
+
+def _whole_number(name: str, value) -> int:
+    """`value` when it is a whole number >= 1 (not a bool, not a float), else a ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
+def _speed_sample(replies: list[dict], seconds: float) -> tuple[int, float]:
+    """(tokens, seconds) of one request's sequences for the server's speed: llama.cpp's own timings of each
+    sequence's generation (reading the prompt is not in them), else the longest sequence over the request's
+    time (the sequences are sampled side by side)."""
+    timings = [o.get("timings") or {} for o in replies]
+    if all("predicted_n" in t and "predicted_ms" in t for t in timings):
+        return sum(t["predicted_n"] for t in timings), sum(t["predicted_ms"] for t in timings) / 1000
+    return max(len(o["tokens"]) for o in replies), seconds
 
 
 class _StoppedOnExit:
@@ -72,6 +98,10 @@ class _StoppedOnExit:
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+    def is_running(self) -> bool:
+        """Whether the server of the last sync is up (it may have stopped by itself: sync again)."""
+        return self.server is not None and self.server.is_running()
 
     def __enter__(self) -> Self:
         return self
@@ -96,15 +126,26 @@ class PolicyServer(_StoppedOnExit):
     syncs: int = field(default=0, init=False)
     last_sync_s: float = field(default=0.0, init=False)  # export + restart, seconds
     _exporter: GGUFExporter | None = field(default=None, init=False, repr=False)
-    slowest_rate: float | None = field(default=None, init=False)  # tokens/s of the slowest request of the last batch
-    # A request's wait (request_wait_s): on 2 idle cores, 4 parallel requests to the 135M model got 85-111
-    # tokens/s in all, 21-28 each (benchmarks/results/endpoint-2026-12-03.json). A server up to SLACK times
-    # slower than the slowest request of the batch before completes at the first try (3x that with the
-    # retry). Before the first batch has shown a rate, 3 tokens/s is assumed: what a second model server on
-    # the same 2 cores left of it (issue 31), so a 200-token request then waits about 11 minutes.
+    # The server's speed: tokens/s of one sequence (the slots share the cores), over the last batch that
+    # generated at least MIN_MEASURED_TOKENS (fewer say more about noise than speed); None before.
+    measured_rate: float | None = field(default=None, init=False)
+    # A request's wait (request_wait_s) is SLACK times what max_tokens needs at that speed, at least MIN_WAIT_S
+    # (reading the prompt), and at most MAX_WAIT_S. The speed counts as at least MIN_RATE, which is also the
+    # guess before the first batch: 8 slots of the 135M model on 2 busy cores make about 5-15 tokens/s each
+    # (on 2 idle cores 4 slots made 21-28: benchmarks/results/endpoint-2026-12-03.json). So the wait is at
+    # most 2 s a token, and a hung server is named (the wait, then the retry's twice as long) within
+    # 3 x max(60 s, 2 s x max_tokens), 30 minutes at most: within 4.8 minutes for 48 tokens, 3 minutes once
+    # the server has shown 8 tokens/s or more. A slow server is still waited for: one at 0.5 tokens/s a
+    # sequence (two llama.cpp servers on the same 2 cores fell to under 1) completes 48 tokens at the
+    # first try, and any one at least SLACK times slower than the batch before at the second.
     SLACK: ClassVar[float] = 10.0
-    FIRST_RATE: ClassVar[float] = 3.0
+    MIN_RATE: ClassVar[float] = 5.0
     MIN_WAIT_S: ClassVar[float] = 60.0
+    MAX_WAIT_S: ClassVar[float] = 600.0
+    MIN_MEASURED_TOKENS: ClassVar[int] = 16
+
+    def __post_init__(self) -> None:
+        _whole_number("parallel", self.parallel)
 
     def sync(self, model, step: int | None = None) -> float:
         """Serve `model`'s current weights (those of training step `step`) from now on; returns the
@@ -129,33 +170,23 @@ class PolicyServer(_StoppedOnExit):
         return self._running().endpoint()
 
     def request_wait_s(self, max_tokens: int) -> float:
-        """How long one request may take: SLACK times what `max_tokens` needs at the slowest rate (tokens/s of
-        one request) the server has shown in this run, or at FIRST_RATE before it has shown one; at least
-        MIN_WAIT_S. A server slowed down by another program (a second model server on the same 2 cores fell
-        to ~3 tokens/s) is waited for; a hung one is given up on after about SLACK times its expected time."""
-        rate = self.slowest_rate or self.FIRST_RATE
-        return max(self.MIN_WAIT_S, self.SLACK * max_tokens / rate)
+        """How long one request for `max_tokens` tokens may take: SLACK times what they need at the server's
+        measured speed (at least MIN_RATE), between MIN_WAIT_S and MAX_WAIT_S (see the class's fields)."""
+        rate = max(self.measured_rate or 0.0, self.MIN_RATE)
+        return min(self.MAX_WAIT_S, max(self.MIN_WAIT_S, self.SLACK * max_tokens / rate))
 
     def complete(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, *,
                  top_p: float = 1.0, top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int = 0) -> list[Completion]:
         """`n` completions of each prompt (token ids), grouped by prompt: prompt 0's n first. A request that
-        takes longer than request_wait_s is sent once more with twice the wait; then EndpointError names
-        the server's log (the trainer's finished steps are in its checkpoints)."""
+        takes longer than request_wait_s, or whose connection breaks, is sent once more with twice the wait;
+        then, or when the server stopped or refused the request, EndpointError names the server's log and
+        what to do (the trainer's finished steps are in its checkpoints)."""
+        n, max_tokens = _whole_number("n", n), _whole_number("max_tokens", max_tokens)
         server = self._running()
         url = server.base_url.removesuffix("/v1") + "/completion"
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
-        rates: list[float] = []
-
-        def send(body: dict, wait_s: float) -> list[dict]:
-            request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-            started = time.monotonic()
-            with NO_PROXY_OPENER.open(request, timeout=wait_s) as reply:
-                out = json.loads(reply.read())
-            out = sorted(out, key=lambda o: o.get("index", 0)) if isinstance(out, list) else [out]
-            longest = max(len(o.get("tokens") or []) for o in out)  # the n sequences are sampled side by side
-            rates.append(max(longest, 1) / max(time.monotonic() - started, 1e-3))
-            return out
+        samples: list[tuple[int, float]] = []  # (tokens, seconds) per request: the server's speed
 
         def one(job: tuple[int, list[int], int]) -> list[Completion]:
             first, prompt, count = job
@@ -164,25 +195,33 @@ class PolicyServer(_StoppedOnExit):
                     "seed": seed + first, "n_probs": 1, "return_tokens": True, "cache_prompt": False,
                     "n_cmpl": count}
             wait_s = self.request_wait_s(max_tokens)
-            try:
-                out = send(body, wait_s)
-            except OSError as e:
-                if not _timed_out(e):
-                    raise
+            failures = []
+            for wait in (wait_s, 2 * wait_s):  # once more: a busy moment passes, a dropped connection is redone
+                if not server.is_running():
+                    raise self._stopped(server)
+                request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+                started = time.monotonic()
                 try:
-                    out = send(body, 2 * wait_s)  # once more: a busy moment passes
-                except OSError as again:
-                    if not _timed_out(again):
-                        raise
-                    raise EndpointError(
-                        f"The policy server did not answer a {max_tokens}-token request within {wait_s:.0f} s, nor "
-                        f"within {2 * wait_s:.0f} s when asked again (another program may be using the cores, or "
-                        f"the server hung: its log is {server.log_path}). The steps finished so far are saved "
-                        "in the run's checkpoints: run the training cell again to resume.") from None
-            if len(out) != count:
-                raise EndpointError(f"The policy server returned {len(out)} completions where {count} were asked "
-                                    f"for (an xllamacpp without n_cmpl?); its log is {server.log_path}")
-            return [self._completion(o) for o in out]
+                    with NO_PROXY_OPENER.open(request, timeout=wait) as reply:
+                        raw = reply.read()
+                except urllib.error.HTTPError as e:
+                    raise self._refused(e, server, len(prompt), count, max_tokens) from None
+                except (OSError, http.client.HTTPException) as e:  # RemoteDisconnected, IncompleteRead, timeouts
+                    if _timed_out(e):
+                        failures.append(f"no answer within {wait:.0f} s")
+                    else:
+                        failures.append(f"the connection broke: {type(e).__name__}")
+                        time.sleep(1.0)  # a killed server's exit shows a moment after its connections close
+                    continue
+                replies = self._replies(raw, count, server)
+                samples.append(_speed_sample(replies, time.monotonic() - started))
+                return [self._completion(o) for o in replies]
+            if not server.is_running():
+                raise self._stopped(server)
+            raise EndpointError(
+                f"The policy server did not complete a {max_tokens}-token request ({failures[0]}), nor when "
+                f"asked again ({failures[1]}): another program may be using the cores, or the server hung. Its "
+                f"log is {display_path(server.log_path)}. {RESUME_HINT}")
 
         # One request per prompt holds `count` of the server's slots (more than `parallel` are split), and as
         # many requests run at once as fill the slots.
@@ -191,9 +230,50 @@ class PolicyServer(_StoppedOnExit):
                 for index, prompt in enumerate(prompts) for first in range(0, n, per_request)]
         with ThreadPoolExecutor(max(1, self.parallel // per_request)) as pool:
             completions = [c for group in pool.map(one, jobs) for c in group]
-        if rates:
-            self.slowest_rate = min(rates)  # what the next batch's wait follows
+        tokens, seconds = sum(t for t, _ in samples), sum(s for _, s in samples)
+        if tokens >= self.MIN_MEASURED_TOKENS and seconds > 0:
+            self.measured_rate = tokens / seconds  # what the next batch's wait follows
         return completions
+
+    def _replies(self, raw: bytes, count: int, server) -> list[dict]:
+        """The `count` completions of one reply, in order, as llama.cpp's /completion gives them."""
+        log = display_path(server.log_path)
+        try:
+            out = json.loads(raw)
+        except ValueError:
+            raise EndpointError(f"The policy server's reply is not JSON (it begins {raw[:60]!r}): is another "
+                                f"program answering on its port? Its log is {log}.") from None
+        out = out if isinstance(out, list) else [out]
+        if not all(isinstance(o, dict) and isinstance(o.get("tokens"), list)
+                   and isinstance(o.get("completion_probabilities"), list) for o in out):
+            raise EndpointError(
+                "The policy server's reply has no token ids ('tokens' and 'completion_probabilities'): it "
+                "must be llama.cpp's server as the xllamacpp pinned in requirements.txt has it (`bash "
+                f"scripts/setup_env.sh` installs it). Its log is {log}.")
+        if len(out) != count:
+            raise EndpointError(f"The policy server returned {len(out)} completions where {count} were asked "
+                                f"for (an xllamacpp without n_cmpl?); its log is {log}.")
+        return sorted(out, key=lambda o: o.get("index", 0))
+
+    def _refused(self, error: urllib.error.HTTPError, server, prompt_tokens: int, count: int,
+                 max_tokens: int) -> EndpointError:
+        """An HTTP error of the server, with its reason (llama.cpp sends {"error": {"message": ...}})."""
+        try:
+            reason = json.loads(error.read())["error"]["message"]
+        except (OSError, ValueError, KeyError, TypeError):
+            reason = error.reason
+        return EndpointError(
+            f"The policy server refused a request (HTTP {error.code}: {reason}). The request: a {prompt_tokens}-"
+            f"token prompt, {count} completions of up to {max_tokens} tokens; the server: parallel={self.parallel}"
+            f", ctx_per_slot={self.ctx_per_slot} (the tokens of one sequence's prompt and completion). Its log "
+            f"is {display_path(server.log_path)}.")
+
+    @staticmethod
+    def _stopped(server) -> EndpointError:
+        code = server.process.returncode if getattr(server, "process", None) is not None else None
+        how = "" if code is None else f" (killed by signal {-code})" if code < 0 else f" (exit code {code})"
+        return EndpointError(f"The policy server stopped{how}; its log is {display_path(server.log_path)}. "
+                             f"{RESUME_HINT}")
 
     def _completion(self, out: dict) -> Completion:
         ids = list(out["tokens"])
@@ -205,8 +285,10 @@ class PolicyServer(_StoppedOnExit):
         return Completion(ids, logprobs, finished)
 
     def _running(self) -> LocalModelServer:
-        if self.server is None or not self.server.is_running():
+        if self.server is None:
             raise EndpointError("The policy server is not running: call sync(model) first.")
+        if not self.server.is_running():
+            raise self._stopped(self.server)
         return self.server
 
 

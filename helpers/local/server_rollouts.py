@@ -26,7 +26,8 @@ class ServerRolloutGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompts: list, images: list | None):
         if images is not None:
             raise ValueError("the llama.cpp rollout server serves text models only")
-        if self.policy_server.step != self.state.global_step:  # the weights changed since the last sync
+        # Sync when the weights changed since the last sync, or the server stopped (the Train cell run again).
+        if self.policy_server.step != self.state.global_step or not self.policy_server.is_running():
             self.policy_server.sync(self.model, step=self.state.global_step)
         texts = [maybe_apply_chat_template({"prompt": p}, self.processing_class)["prompt"] for p in prompts]
         prompt_ids = self.processing_class(text=texts, add_special_tokens=False, truncation=True,
