@@ -369,27 +369,41 @@ def test_an_existing_account_cannot_be_claimed(hub):
     assert shutil.which("useradd"), "useradd is what the hub creates learners with"
 
 
-def _log_in(hub: Hub, name: str, password: str) -> int:
-    """A browser's login through the hub's form (with its _xsrf cookie); the reply's status: 302 logged in."""
+def _browser(hub: Hub, page: str = "/hub/login", browser=None):
+    """A browser on one of the hub's pages: an opener that keeps cookies and does not follow redirects (a new
+    one, or `browser`), and the page's _xsrf value (every form post needs it; a login changes it)."""
     import http.cookiejar
-    import urllib.parse
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
             return None
 
-    jar = http.cookiejar.CookieJar()
-    browser = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor(jar),
-                                          NoRedirect())
-    with browser.open(f"{hub.url}/hub/login", timeout=30) as page:
-        page.read()
-    xsrf = next(cookie.value for cookie in jar if cookie.name == "_xsrf")
-    form = urllib.parse.urlencode({"username": name, "password": password, "_xsrf": xsrf}).encode()
+    if browser is None:
+        browser = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                              urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
+                                              NoRedirect())
+    with browser.open(f"{hub.url}{page}", timeout=30) as reply:
+        reply.read()
+    jar = next(h.cookiejar for h in browser.handlers if isinstance(h, urllib.request.HTTPCookieProcessor))
+    return browser, next(cookie.value for cookie in jar if cookie.name == "_xsrf")
+
+
+def _post(browser, url: str, fields: dict) -> tuple[int, str]:
+    """A form post; the reply's status (302: logged in) and page."""
+    import urllib.parse
+
     try:
-        with browser.open(urllib.request.Request(f"{hub.url}/hub/login", data=form), timeout=60) as reply:
-            return reply.status
+        with browser.open(urllib.request.Request(url, data=urllib.parse.urlencode(fields).encode()),
+                          timeout=60) as reply:
+            return reply.status, reply.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
-        return e.code
+        return e.code, e.read().decode(errors="replace")
+
+
+def _log_in(hub: Hub, name: str, password: str) -> int:
+    """A browser's login through the hub's form (with its _xsrf cookie); the reply's status: 302 logged in."""
+    browser, xsrf = _browser(hub)
+    return _post(browser, f"{hub.url}/hub/login", {"username": name, "password": password, "_xsrf": xsrf})[0]
 
 
 def test_the_admin_account_is_made_at_setup_not_by_whoever_logs_in_first(hub, tmp_path):
@@ -461,3 +475,23 @@ def test_setup_refuses_a_course_learners_cannot_reach_and_opens_no_home():
                           stdin=subprocess.DEVNULL, timeout=600, env={**os.environ, "COURSE_HUB_OPEN_PARENTS": "1"})
     assert done.returncode == 1 and "without opening anyone's home" in done.stderr, done.stderr[-2000:]
     assert {folder: folder.stat().st_mode for folder in closed} == modes
+
+
+def test_a_learner_password_longer_than_bcrypt_reads_is_refused_with_a_message(hub):
+    """requirements-hub.txt installs bcrypt 5, which raises for a password over 72 bytes: FirstUseAuthenticator
+    let that out of a learner's first login (the login page gave a 500 error) and out of the change-password
+    page. 37 accented letters (74 bytes) now get the login page again (403, as any refused login) with a message
+    saying why; 36 (72 bytes) become the learner's password; the change-password page refuses 74 bytes the same
+    way."""
+    learner, log_before = hub.learners[2], len(hub.log.read_text(errors="replace"))
+    browser, xsrf = _browser(hub)
+    status, page = _post(browser, f"{hub.url}/hub/login", {"username": learner, "password": "é" * 37, "_xsrf": xsrf})
+    assert status == 403 and "the password is 74 bytes long; bcrypt reads at most 72" in page, (status, page[-2000:])
+    status, _ = _post(browser, f"{hub.url}/hub/login", {"username": learner, "password": "é" * 36, "_xsrf": xsrf})
+    assert status == 302, hub.log_tail()
+    browser, xsrf = _browser(hub, "/hub/auth/change-password", browser)
+    status, page = _post(browser, f"{hub.url}/hub/auth/change-password", {"password": "é" * 37, "_xsrf": xsrf})
+    assert status == 200 and "Password not changed: the password is 74 bytes long" in page, (status, page[-2000:])
+    assert _log_in(hub, learner, "é" * 36) == 302  # unchanged
+    log = hub.log.read_text(errors="replace")[log_before:]
+    assert " 500 " not in log and "Traceback" not in log, log[-3000:]

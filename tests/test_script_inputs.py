@@ -1,9 +1,11 @@
 """Scripts given a bad input stop at once with a message that names it, not a bare traceback or a long run:
 the benchmark scripts' arguments (0 was read as "not given" by `args.x or default`, and a count of 0 or -1
-reached a loader that reads -1 as "all"); scripts/minute_plan.py's damaged inputs."""
+reached a loader that reads -1 as "all"); scripts/minute_plan.py's damaged inputs; workshop/admin_password.py's
+data folder and password."""
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -154,3 +156,35 @@ def test_minute_plan_on_whole_inputs_still_writes_what_is_committed(tmp_path):
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
+
+
+# ---------------------------------------------------------------- workshop/admin_password.py
+
+
+def _admin_password(tmp_path: Path, data: Path, password: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COURSE_HUB_")}
+    env["COURSE_HUB_DATA"] = str(data)
+    if password is not None:
+        env["COURSE_HUB_ADMIN_PASSWORD"] = password
+    return subprocess.run([sys.executable, str(ROOT / "workshop" / "admin_password.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def test_admin_password_on_a_data_path_under_a_file_says_so(tmp_path):
+    """COURSE_HUB_DATA under a file (a typo, a path copied wrong) gave a bare NotADirectoryError."""
+    (tmp_path / "a-file").write_text("not a folder")
+    data = tmp_path / "a-file" / "hub"
+    done = _admin_password(tmp_path, data, "a-good-password")
+    assert done.returncode == 1, done.stderr
+    assert (f"admin_password: the hub's data folder {data} cannot hold the password file (Not a directory): set "
+            "COURSE_HUB_DATA to a folder path") in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_admin_password_refuses_a_password_bcrypt_would_not_read_whole(tmp_path):
+    """bcrypt reads 72 bytes of a password; bcrypt 5 (what requirements-hub.txt installs) raises on more, and
+    its message advised cutting the password. 37 accented letters are 74 bytes: refused, with the count and
+    what a character costs, before any file is made."""
+    done = _admin_password(tmp_path, tmp_path / "hub", "é" * 37)
+    assert done.returncode == 1 and "the password is 74 bytes long; bcrypt reads at most 72" in done.stderr, \
+        done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "hub").exists()

@@ -7,7 +7,9 @@ run, and workshop/jupyterhub_config.py will not start without it.
 
 Uses the hub's settings: COURSE_HUB_DATA [/srv/course-hub] (the password file is passwords.dbm there,
 as in jupyterhub_config.py) and COURSE_HUB_ADMIN [instructor]. Stored as FirstUseAuthenticator stores
-every password: a bcrypt hash in that dbm file (0600, in a 0700 folder).
+every password: a bcrypt hash in that dbm file (0600, in a 0700 folder). bcrypt reads at most 72 bytes of a
+password (bcrypt 5, pinned in requirements-hub.txt, raises on more; older ones cut it silently): a longer one
+is refused with a message, here and at a learner's first login (course_hub.LearnerAuthenticator).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 from pathlib import Path
 
 MIN_LENGTH = 8  # jupyterhub_config.py's min_password_length
+MAX_BYTES = 72  # all of a password that bcrypt reads
 
 
 def data_dir() -> Path:
@@ -37,19 +40,41 @@ def has_password(path: Path | str, name: str) -> bool:
     try:
         with dbm.open(str(path), "r") as db:
             return name.encode() in db
-    except dbm.error:  # no password file yet
+    except (*dbm.error, OSError):  # no password file yet, or none can be there (its folder is a file)
         return False
 
 
-def set_password(path: Path | str, name: str, password: str) -> None:
-    import bcrypt
+def too_long(password: str) -> str | None:
+    """Why bcrypt cannot take `password` whole, or None when it can."""
+    size = len(password.encode("utf-8"))
+    if size <= MAX_BYTES:
+        return None
+    return (f"the password is {size} bytes long; bcrypt reads at most {MAX_BYTES} (a plain letter or digit is 1 "
+            "byte, an accented letter 2, an emoji 4): choose a shorter one")
 
+
+def set_password(path: Path | str, name: str, password: str) -> None:
+    """Store `name`'s password, bcrypt-hashed. Raises ValueError with a message for a password that is too
+    short or too long, or a data folder that cannot be made."""
     if len(password) < MIN_LENGTH:
         raise ValueError(f"the password must have at least {MIN_LENGTH} characters")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).parent.chmod(0o700)
-    with dbm.open(str(path), "c", 0o600) as db:
-        db[name.encode()] = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+    if problem := too_long(password):
+        raise ValueError(problem)
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
+        import bcrypt
+
+        with dbm.open(str(path), "c", 0o600) as db:
+            db[name.encode()] = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+    except ImportError:
+        raise ValueError("bcrypt is not installed in this environment: run `bash scripts/setup_hub.sh`, which "
+                         "installs the hub and sets this password") from None
+    except (OSError, *dbm.error) as e:
+        raise ValueError(f"the hub's data folder {folder} cannot hold the password file "
+                         f"({getattr(e, 'strerror', None) or e}): set COURSE_HUB_DATA to a folder path that "
+                         "root can create") from None
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from admin_password import has_password
+from admin_password import has_password, too_long
 from firstuseauthenticator import FirstUseAuthenticator
 from hub_cgroups import CGROUP_FS, Cgroups
 from jupyterhub.auth import LocalAuthenticator
@@ -55,13 +55,30 @@ class LearnerAuthenticator(LocalAuthenticator, FirstUseAuthenticator):
 
     async def authenticate(self, handler, data):
         """The admin's name logs in only with the password set at set-up (workshop/admin_password.py):
-        never by first use, where whoever came first would become the room's admin."""
+        never by first use, where whoever came first would become the room's admin. A password longer than
+        bcrypt reads is refused with a message (bcrypt 5 raised, and the login page gave a 500 error); no
+        error of bcrypt's leaves this method."""
         name = self.normalize_username(data.get("username", ""))
         if name in self.admin_users and not has_password(self.dbm_path, name):
             self.log.warning("Login as the admin %r refused: its password is set at set-up "
                              "(workshop/admin_password.py), not at a first login.", name)
             return None
-        return await super().authenticate(handler, data)
+        if problem := too_long(data.get("password", "")):
+            if handler is not None:
+                handler.custom_login_error = f"Login refused: {problem}."  # the login page shows it
+            self.log.warning("Login as %r refused: %s", name, problem)
+            return None
+        try:
+            return await super().authenticate(handler, data)
+        except ValueError as e:  # bcrypt's, e.g. a damaged stored hash ("Invalid salt")
+            self.log.error("Login as %r refused: the password could not be checked (%s).", name, e)
+            return None
+
+    def reset_password(self, username: str, new_password: str) -> str:
+        """The change-password page: a password longer than bcrypt reads gets a message, not an error."""
+        if problem := too_long(new_password):
+            return f"Password not changed: {problem}."
+        return super().reset_password(username, new_password)
 
     def add_system_user(self, user) -> None:
         subprocess.run(["groupadd", "--force", self.learner_group], check=True, capture_output=True)
