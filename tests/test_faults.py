@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -466,19 +467,137 @@ def test_a_check_survives_what_a_learners_code_does(monkeypatch, capsys):
     assert "did not finish within 2 s" in out and time.monotonic() - started < 15, out
 
 
+def _workers_left(within_s: float = 3.0) -> list[str]:
+    """The helpers-worker threads still alive after up to `within_s` (a stopped one takes a moment to exit)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = [t.name for t in threading.enumerate() if t.name == "helpers-worker"]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+async def _awaits_nothing(rubric, text, answer):
+    return None
+
+
+async def _spins(rubric, text, answer):
+    while True:
+        pass
+
+
+async def _spins_printing(rubric, text, answer):
+    while True:
+        print("still spinning")
+
+
+@pytest.mark.parametrize("score_text", [_spins, _spins_printing], ids=["silent", "printing"])
+def test_a_check_stops_async_code_that_never_awaits(score_text, monkeypatch, capsys):
+    """A task that never yields cannot be cancelled: the check said "it was stopped" while its worker thread kept
+    spinning (66-87% of a core until the kernel restarted) and, printing, filled the cell after the verdict. The
+    worker is now interrupted in Python itself: it has ended when the verdict is printed, and prints no more."""
+    from helpers import checks
+
+    checks.check("01-score-rollout", _awaits_nothing)  # the check's imports and data, within the full limit
+    capsys.readouterr()
+    monkeypatch.setattr(checks, "TIME_LIMIT_S", 2.0)
+    checks.check("01-score-rollout", score_text)
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == ("not yet — 01-score-rollout: your code did not finish within 2 s when the check "
+                                    "ran it (a loop that never ends, or a wait for something that never comes?); "
+                                    "it was stopped"), out[-500:]
+    assert _workers_left() == [], "the check said 'it was stopped' but its worker thread is still running"
+    time.sleep(1.0)
+    assert capsys.readouterr().out == "", "the learner's code printed after the verdict"
+
+
+def test_a_check_says_so_when_code_cannot_be_stopped(monkeypatch, capsys):
+    """Code blocked outside Python (here time.sleep) gets the interrupt only when it returns: the check said "it was
+    stopped" all the same. Now it says the code is still running and that restarting the kernel stops it."""
+    from helpers import checks, worker_thread
+
+    def sleeps(completion, **kwargs):
+        time.sleep(6)
+        return 0.0
+
+    monkeypatch.setattr(checks, "TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr(worker_thread, "STOP_WAIT_S", 1.0)
+    checks.check("02-close-the-hack", sleeps)
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert "did not finish within 1 s" in verdict and "it was stopped" not in verdict, verdict
+    assert "still running" in verdict and "restart the kernel" in verdict, verdict
+    assert _workers_left(within_s=20) == [], "the worker did not end once its sleep returned"
+
+
+def test_the_interrupt_button_says_so_when_code_cannot_be_stopped(monkeypatch):
+    """The button's KeyboardInterrupt ended the cell as if the call were stopped while its worker slept on. Now
+    the interrupt carries a note: still running, and how to stop it (restart the kernel)."""
+    import _thread
+
+    from helpers import worker_thread
+
+    monkeypatch.setattr(worker_thread, "STOP_WAIT_S", 1.0)
+    button = threading.Timer(1.0, _thread.interrupt_main)  # as the kernel's interrupt: in the waiting thread
+    button.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as pressed:
+            worker_thread.in_worker_thread(time.sleep, 6)
+    finally:
+        button.cancel()
+    notes = "".join(getattr(pressed.value, "__notes__", []))
+    assert "not stopped" in notes and "still running" in notes and "restart the kernel" in notes, notes
+    assert _workers_left(within_s=20) == [], "the worker did not end once its sleep returned"
+
+
+async def _raises_interrupt_async(rubric, text, answer):
+    raise KeyboardInterrupt
+
+
+def _raises_interrupt(completion, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("name, value", [("02-close-the-hack", _raises_interrupt),
+                                         ("01-score-rollout", _raises_interrupt_async)], ids=["sync", "async"])
+def test_a_keyboard_interrupt_the_code_raises_is_a_hint_not_the_button(name, value, capsys):
+    """helpers.check took a learner's own `raise KeyboardInterrupt` for the interrupt button: the cell ended in a
+    traceback and Run All stopped. Only the button stops a check; what the code raises is a hint."""
+    from helpers import checks
+
+    try:
+        checks.check(name, value)
+    except KeyboardInterrupt:
+        pytest.fail("the learner's own KeyboardInterrupt left helpers.check")
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert verdict.startswith(f"not yet — {name}: your code raised KeyboardInterrupt itself"), verdict
+    assert _workers_left() == []
+
+
 INTERRUPTED_CELLS = {  # each prints "started" just before the call that the interrupt must stop
     "evaluation": """
 import helpers, openai, verifiers as vf
 env = vf.load_environment("gsm8k-course", variant="hash", num_eval_examples=40)
 client = openai.OpenAI(base_url={base_url!r}, api_key={key!r})
 print("started", flush=True)
-helpers.in_worker_thread(env.evaluate, client, {model!r}, num_examples=40, rollouts_per_example=4,
-                         max_concurrent=4, sampling_args={{"max_tokens": 200, "temperature": 0.9}})
+# Long replies (1000 tokens each, end-of-text ignored): the first ones come long after the interrupt.
+helpers.in_worker_thread(env.evaluate, client, {model!r}, num_examples=40, rollouts_per_example=4, max_concurrent=4,
+                         sampling_args={{"max_tokens": 1000, "temperature": 0.9, "extra_body": {{"ignore_eos": True}}}})
 """,
     "check": """
 import asyncio, helpers
 async def score_text(rubric, text, answer):
     await asyncio.sleep(3600)  # a learner's wait that never ends
+print("started", flush=True)
+helpers.check("01-score-rollout", score_text)
+""",
+    "check that never awaits": """
+import helpers
+async def nothing(rubric, text, answer):
+    return None
+helpers.check("01-score-rollout", nothing)  # the check's imports and data first: the interrupt meets the loop
+async def score_text(rubric, text, answer):
+    while True:  # never awaits: a task that cannot be cancelled
+        print("still spinning")
 print("started", flush=True)
 helpers.check("01-score-rollout", score_text)
 """,
@@ -507,8 +626,10 @@ def _stdout_until(client, msg_id: str, needle: str | None, timeout_s: float) -> 
 @pytest.mark.parametrize("what", sorted(INTERRUPTED_CELLS))
 def test_the_interrupt_button_stops_an_evaluation_and_a_check(what, local_server):
     """Interrupting the kernel during in_worker_thread(env.evaluate, ...) did nothing for over 300 s, and a
-    learner's hanging async function inside helpers.check could not be interrupted at all. Now the cell ends
-    within seconds with KeyboardInterrupt, no worker thread is left, and the next cell works."""
+    learner's hanging async function inside helpers.check could not be interrupted at all. Later the cell ended
+    but its worker lived on: an evaluation's until the model server's next reply (190 s seen with 400-token
+    replies), a check's that never awaits for ever, printing into the next cells. Now the cell ends within
+    seconds with KeyboardInterrupt, no worker thread is left when it ends, and the next cell works."""
     from jupyter_client.manager import start_new_kernel
 
     manager, client = start_new_kernel(kernel_name="python3", cwd=str(ROOT))
@@ -516,25 +637,22 @@ def test_the_interrupt_button_stops_an_evaluation_and_a_check(what, local_server
         msg_id = client.execute(INTERRUPTED_CELLS[what].format(
             base_url=local_server.base_url, key=local_server.api_key, model=local_server.alias))
         _stdout_until(client, msg_id, "started", timeout_s=120)
-        time.sleep(3)  # well inside the call (the evaluation needs minutes, the check never ends)
+        time.sleep(3)  # well inside the call (the evaluation needs minutes, the checks never end)
         interrupted = time.monotonic()
         manager.interrupt_kernel()
         reply = client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:  # a late reply to start_new_kernel's kernel_info
+            reply = client.get_shell_msg(timeout=60)
         stopped_s = time.monotonic() - interrupted
-        assert reply["parent_header"]["msg_id"] == msg_id
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
         assert stopped_s < 15, f"the {what} took {stopped_s:.0f} s to stop"
-        # The worker winds down at the model server's next reply (a thread blocked in a socket wait cannot be
-        # stopped sooner); on a busy machine that is more than the 10 s the cell waits. So: the next cell works,
-        # and within a minute no worker is left. Read until the line itself: ipykernel may send the cell's idle
-        # status before its last stream message (seen once in CI's run: stdout '' at idle).
-        deadline, out = time.monotonic() + 60, ""
-        while "[] 2" not in out and time.monotonic() < deadline:
-            msg_id = client.execute("import threading\n"
-                                    "print([t.name for t in threading.enumerate() if t.name == 'helpers-worker'], 1 + 1)")
-            out = _stdout_until(client, msg_id, "2\n", timeout_s=60)
-            time.sleep(0.0 if "[] 2" in out else 2.0)
-        assert "[] 2" in out, f"a worker thread was still running a minute after the interrupt: {out!r}"
+        # The cell ends once its worker has (the evaluation's requests are cancelled, code that never awaits is
+        # interrupted): the next cell finds none, and nothing of the stopped code prints into it. Read until the
+        # line itself: ipykernel may send the cell's idle status before its last stream message.
+        msg_id = client.execute("import threading, time\ntime.sleep(1)\n"
+                                "print([t.name for t in threading.enumerate() if t.name == 'helpers-worker'], 1 + 1)")
+        out = _stdout_until(client, msg_id, " 2\n", timeout_s=60)
+        assert "[] 2" in out and "still spinning" not in out, f"a worker ran on after the interrupt: {out[-300:]!r}"
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -2,9 +2,10 @@
 
 A check never raises, so Run All always completes: an exercise left as committed says "not yet". The
 learner's code runs in a worker thread with a time limit (a loop that never ends is stopped and named), what
-it prints is cut after PRINT_LIMIT characters, and whatever it raises, SystemExit included, becomes the hint;
-only the kernel's interrupt button stops a check (helpers.worker_thread). A check adds nothing to the
-learner's traces: it scores hundreds of rollouts, and Weave's verifiers integration would record each.
+it prints is cut after PRINT_LIMIT characters, and whatever it raises, SystemExit and KeyboardInterrupt
+included, becomes the hint; only the kernel's interrupt button stops a check (helpers.worker_thread). A check
+adds nothing to the learner's traces: it scores hundreds of rollouts, and Weave's verifiers integration would
+record each.
 Each notebook's checks live in their own module here (`notebook_00.py`, ...), registered with
 `@checks_exercise("<name>")`: the function receives the learner's value and returns None when it is
 right, or a hint in plain words when it is not. Solutions are in solutions/<notebook>.md.
@@ -18,7 +19,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from helpers.worker_thread import WorkerTimeout, in_worker_thread
+from helpers.worker_thread import STILL_RUNNING, RaisedInterrupt, WorkerTimeout, in_worker_thread
 
 CHECKS: dict[str, Callable[[Any], str | None]] = {}
 TIME_LIMIT_S = 120.0  # a check runs the learner's code a few times, with real rubric calls: seconds, not minutes
@@ -86,11 +87,15 @@ def check(name: str, value: Any) -> None:
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), _untraced():
             hint = in_worker_thread(checker, value, timeout_s=TIME_LIMIT_S)
-    except WorkerTimeout:
+    except WorkerTimeout as e:
         hint = (f"your code did not finish within {TIME_LIMIT_S:.0f} s when the check ran it (a loop that never "
-                "ends, or a wait for something that never comes?); it was stopped")
+                "ends, or a wait for something that never comes?); "
+                + (STILL_RUNNING if e.still_running else "it was stopped"))
     except KeyboardInterrupt:
         raise  # the interrupt button stops the check, as it stops any cell
+    except RaisedInterrupt:
+        hint = ("your code raised KeyboardInterrupt itself; a check stops only for the interrupt button. Return a "
+                "value (or raise an ordinary error) instead")
     except BaseException as e:  # noqa: BLE001 - SystemExit too: a check never ends the kernel or Run All
         hint = f"checking your answer raised {type(e).__name__}: {e}"
     finally:
