@@ -7,6 +7,7 @@ processes on the machine are not counted.
 """
 
 import ast
+import ctypes
 import json
 import os
 import queue
@@ -571,6 +572,52 @@ def test_a_keyboard_interrupt_the_code_raises_is_a_hint_not_the_button(name, val
     verdict = capsys.readouterr().out.splitlines()[-1]
     assert verdict.startswith(f"not yet — {name}: your code raised KeyboardInterrupt itself"), verdict
     assert _workers_left() == []
+
+
+def test_what_code_writes_to_the_stdout_files_is_capped_too(capfd):
+    """os.write(1, ...), a subprocess and a C printf write to the process's file descriptors 1 and 2, past
+    sys.stdout: 1.3 MB went into the cell whole. Now they are captured with the check's print cap, before the
+    verdict, with what libc still buffered (nothing of it comes out later)."""
+    from helpers import checks
+
+    libc = ctypes.CDLL(None)
+    first = []
+
+    def writes(completion, **kwargs):
+        if not first:  # the check calls it once per case: write once
+            first.append(True)
+            os.write(1, b"y" * 1_000_000)
+            os.write(2, b"e" * 100_000)
+            subprocess.run([sys.executable, "-c", "print('z' * 100_000)"], check=True)
+            libc.printf(b"%s\n", b"p" * 100_000)
+        return 0.0
+
+    checks.check("02-close-the-hack", writes)
+    libc.fflush(None)  # what libc might still hold would come out now
+    out, err = capfd.readouterr()
+    assert len(out) + len(err) < checks.PRINT_LIMIT + 1000, f"{len(out):,} + {len(err):,} characters came out"
+    assert out.startswith("y" * 100), out[:200]
+    kept, cut = out.split("\n… (", 1)
+    assert int(cut.split(" more characters your code printed were cut")[0].replace(",", "")) + len(kept) >= 1_300_002
+    assert out.splitlines()[-1].startswith("not yet — 02-close-the-hack")
+
+
+def test_an_endless_iterator_as_the_answer_is_a_hint_not_a_full_memory(monkeypatch, capsys):
+    """`helpers.check("02-group-advantages", itertools.count())` read the iterator until the memory ran out (the
+    time limit came far too late). An iterator is read for at most MAX_ITEMS items; a finite one is checked."""
+    import itertools
+
+    from helpers import checks
+    from helpers.checks import notebook_02
+
+    monkeypatch.setattr(checks, "TIME_LIMIT_S", 2.0)  # the old code's list stops here, at a few GB at most
+    for endless in (itertools.count(), (float(i) for i in itertools.count())):
+        checks.check("02-group-advantages", endless)
+        verdict = capsys.readouterr().out.splitlines()[-1]
+        assert verdict.startswith("not yet — 02-group-advantages: your answer is an iterator"), verdict
+        assert f"more than {checks.MAX_ITEMS:,} items" in verdict
+    checks.check("02-group-advantages", (a for a in notebook_02._advantages(notebook_02.GROUP)))
+    assert capsys.readouterr().out == "correct — 02-group-advantages\n"
 
 
 INTERRUPTED_CELLS = {  # each prints "started" just before the call that the interrupt must stop
