@@ -43,11 +43,19 @@ if [ -n "${TORCH_INDEX_URL:-}" ]; then
       "hashes for this machine). Check the address and the network." >&2
     exit 1
   fi
-elif [ -n "$torch_pin" ] && ! "${pip[@]}" install --dry-run --quiet --no-deps --ignore-installed -r "$tmp/torch.txt" >/dev/null 2>&1; then
-  echo "download: pip found no CPU build of torch ($torch_pin) on your package index (PyPI has only the" \
-    "CUDA build for Linux, GBs of nvidia-* wheels a CPU course never uses). Run again with" \
-    "TORCH_INDEX_URL=$CPU_INDEX to take it from PyTorch's CPU index." >&2
-  exit 1
+elif [ -n "$torch_pin" ]; then
+  cpu_build=${torch_pin#torch==}
+  if ! found=$(torch_pip_takes "$tmp/venv/bin/python" "${cpu_build%+cpu}"); then
+    echo "download: pip could not look up torch ${cpu_build%+cpu} on your package index (its message is" \
+      "above). Check the network and the index, then run this again." >&2
+    exit 1
+  fi
+  if [ "$found" != "$cpu_build" ]; then
+    echo "download: your package index offers torch $found, not its CPU build ($cpu_build): PyPI has only" \
+      "the CUDA build for Linux, GBs of nvidia-* wheels a CPU course never uses. Run again with" \
+      "TORCH_INDEX_URL=$CPU_INDEX to take it from PyTorch's CPU index." >&2
+    exit 1
+  fi
 fi
 echo "download: every package of requirements.lock, into $dest"
 # --find-links: the torch wheel just downloaded counts as found.

@@ -100,12 +100,20 @@ elif [ -n "${TORCH_INDEX_URL:-}" ]; then
       "torch from your default index (on Linux, PyPI's is the CUDA build: several GB more)." >&2
     exit 1
   fi
-elif [ -n "$torch_pin" ] && ! "${pip[@]}" install --dry-run --quiet --no-deps --ignore-installed -r "$torch" >/dev/null 2>&1; then
-  lock=requirements-cuda.lock
-  echo "setup: pip found no CPU build of torch ($torch_pin) on your package index (PyPI has only the CUDA" \
-    "build for Linux), so it installs $lock: the same stack with torch's CUDA build and its nvidia-* wheels," \
-    "several GB more. For the CPU build, the one the course is tested with, remove .venv and run:" \
-    "TORCH_INDEX_URL=$CPU_INDEX bash scripts/setup_env.sh"
+elif [ -n "$torch_pin" ]; then
+  cpu_build=${torch_pin#torch==}
+  if ! found=$(torch_pip_takes .venv/bin/python "${cpu_build%+cpu}"); then
+    echo "setup: pip could not look up torch ${cpu_build%+cpu} on your package index (its message is above)." \
+      "Check the network and the index, then run this again." >&2
+    exit 1
+  fi
+  if [ "$found" != "$cpu_build" ]; then
+    lock=requirements-cuda.lock
+    echo "setup: your package index offers torch $found, not its CPU build ($cpu_build): PyPI has only the" \
+      "CUDA build for Linux. So this installs $lock: the same stack with torch's CUDA build and its" \
+      "nvidia-* wheels, several GB more. For the CPU build, the one the course is tested with, remove .venv" \
+      "and run: TORCH_INDEX_URL=$CPU_INDEX bash scripts/setup_env.sh"
+  fi
 fi
 echo "setup: installing $lock ($(grep -c '^[A-Za-z0-9]' "$lock") packages, each checked against its hash;" \
   "first time: a few minutes)"

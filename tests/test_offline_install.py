@@ -1,7 +1,8 @@
 """The offline install path, for real on a subset of the lock: scripts/download_wheels.sh builds a
 wheelhouse, then scripts/setup_env.sh creates a fresh venv from it with the registry unreachable. And
 where torch comes from: TORCH_INDEX_URL that cannot be reached or lacks the wheel stops setup_env.sh with
-a plain message; an index with no CPU build of torch makes it take requirements-cuda.lock.
+a plain message; an index with no CPU build of torch makes it take requirements-cuda.lock; a failed
+look-up picks nothing.
 
 The subset is a copy of the project whose requirements files and lock hold a few small pure-Python
 packages of the real lock, with their hashes (the full wheelhouse is ~1 GB; its run is recorded in the
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -187,16 +189,45 @@ def test_torch_index_url_that_fails_stops_with_what_to_do(tmp_path, where):
     assert not list((course / ".venv").glob(".installed-*"))
 
 
+def stand_in_for_pypis_torch(folder: Path) -> Path:
+    """A wheel named and versioned as PyPI's torch (on Linux, the CUDA build), holding only its metadata: what
+    setup_env.sh's look-up reads (the real file is 527 MB, and the test stops before installing anything)."""
+    version = LOCK["torch"].version.removesuffix("+cpu")
+    info = f"torch-{version}.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    path = folder / f"torch-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+    return path
+
+
 def test_an_index_without_torchs_cpu_build_gets_the_cuda_lock(tmp_path):
     """PyPI on Linux has only torch's CUDA build: setup_env.sh says so and installs requirements-cuda.lock
-    (here from an index that has nothing, so the install then stops: the CUDA build is not installed here)."""
+    (here from an index holding only a stand-in for that torch, so the install then stops)."""
     course = copy_course(tmp_path, real_locks=True)
-    nothing = tmp_path / "nothing"
-    nothing.mkdir()
+    index = tmp_path / "index"
+    index.mkdir()
+    stand_in_for_pypis_torch(index)
     result = run(["bash", "scripts/setup_env.sh"], cwd=course,
-                 env=offline_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(nothing)))
+                 env=offline_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(index)))
     assert result.returncode == 1
-    assert f"pip found no CPU build of torch (torch=={LOCK['torch'].version})" in result.stdout, result.stdout[-2000:]
+    cpu = LOCK["torch"].version
+    assert f"your package index offers torch {cpu.removesuffix('+cpu')}, not its CPU build ({cpu})" in \
+        result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
     assert "installing requirements-cuda.lock" in result.stdout
     assert "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu bash scripts/setup_env.sh" in result.stdout
-    assert "No matching distribution" in result.stderr  # the CUDA lock's first package, from an empty index
+    assert "No matching distribution" in result.stderr  # the CUDA lock's first package, from that index
+
+
+def test_a_failed_look_up_of_torch_picks_no_build(tmp_path):
+    """No answer about torch (no network, or no torch on the index) stops setup_env.sh: it never takes
+    the CUDA build's several GB for a look-up that failed."""
+    course = copy_course(tmp_path, real_locks=True)
+    result = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env())
+    assert result.returncode == 1
+    assert "pip could not look up torch" in result.stderr and "Check the network" in result.stderr, \
+        result.stderr[-2000:]
+    assert "requirements-cuda.lock" not in result.stdout + result.stderr
