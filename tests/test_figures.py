@@ -53,6 +53,7 @@ def case(**match) -> Callable[[dict], float]:
 
 
 THREADS = "update-threads-2026-12-05.json"
+INSTALL = "install-2026-12-06.json"  # scripts/bench_install.py: the locks, a fresh install, the CUDA build's size
 CLAIMS = [
     # the test command (README)
     Claim("README.md", r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
@@ -138,8 +139,16 @@ FIGURES = [
     Claim("README.md", r"`\.venv-v1`, [\d.]+ GB, ([\d.]+) min\)", NB04, lambda d: d["v1_env"]["setup_s"] / 60, 0.05),
     Claim("README.md", r"one stream: (\d+) tokens/s on 2 cores", "endpoint-2026-12-03.json",
           endpoint_run("one_stream_tokens_per_s", poll=0), 0.5),
-    Claim("README.md", r"first time: about (\d+) minutes on\s+2 cores", "endpoint-quick-2026-12-03.json",
-          lambda d: d["fresh_setup_s"] / 60, 0.5),
+    Claim("README.md", r"The first time takes about (\d+) minutes on\s+2 cores", INSTALL,
+          lambda d: d["fresh_install"]["minutes"], 0.5),
+    Claim("README.md", r"makes a ([\d.]+) GB `\.venv`", INSTALL, lambda d: d["fresh_install"]["venv_bytes"] / 1e9, 0.05),
+    Claim("README.md", r"CPU\s+stack \((\d+), dependencies included\)", INSTALL,
+          lambda d: d["locks"]["requirements.lock"]["packages"], 0),
+    Claim("README.md", r"at load average ([\d.]+),\s+pip reading", INSTALL, lambda d: d["load_avg_before"][0], 0.05),
+    Claim("README.md", r"are ([\d.]+) GB more to\s+download than the CPU build's", INSTALL,
+          lambda d: d["cuda_build_extra_bytes"] / 1e9, 0.05),
+    Claim("README.md", r"the\s+CUDA build \((\d+) packages\)", INSTALL,
+          lambda d: d["locks"]["requirements-cuda.lock"]["packages"], 0),
     # notebook 02's and 04's headers
     Claim("notebooks/04_verifiers_v1.ipynb", r"With the defaults it took ([\d.]+) minutes on a \*\*busy\*\*", NB04,
           notebook_minutes("04_verifiers_v1"), 0.05),
