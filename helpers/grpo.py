@@ -36,6 +36,7 @@ from helpers.gpu.backend import (  # noqa: F401 - the cells reach the backend th
     BackendUnavailable,
     choose_backend,
     cpu_has_bf16,
+    cpu_precision,
     device_settings,
     eval_server_dtype,
     lora_config,

@@ -188,6 +188,25 @@ def test_bfloat16_instructions_are_read_from_the_cpu_flags():
     assert not grpo.cpu_has_bf16("flags\t: avx512_bf16x\n")  # whole flags only
 
 
+def test_the_precision_parameter_picks_the_cpus_precision_and_refuses_what_cannot_run():
+    """notebook 02's `precision`: "auto" follows the CPU's flags, or the learner's own ACCELERATE_MIXED_PRECISION
+    (set before the course was imported); "bfloat16" without the instructions (emulated, ~14x slower) and an
+    ACCELERATE_MIXED_PRECISION CPU training cannot use are refused with what to set instead."""
+    avx2, amx = "flags\t: avx2 fma\n", "flags\t: avx2 avx512f amx_bf16 amx_tile\n"
+    assert [grpo.cpu_precision("auto", cpu, None) for cpu in (avx2, amx, "")] == ["float32", "bfloat16", "float32"]
+    assert grpo.cpu_precision("float32", amx, None) == "float32" and grpo.cpu_precision("bfloat16", amx, None) == "bfloat16"
+    assert grpo.cpu_precision("auto", amx, "no") == "float32" and grpo.cpu_precision("auto", amx, " BF16") == "bfloat16"
+    assert grpo.cpu_precision("float32", amx, "bf16") == "float32"  # the parameter, said explicitly, wins
+    with pytest.raises(ValueError, match="precision='float32'"):
+        grpo.cpu_precision("bfloat16", avx2, None)
+    with pytest.raises(ValueError, match="ACCELERATE_MIXED_PRECISION='bf16' .your environment. needs a CPU with"):
+        grpo.cpu_precision("auto", avx2, "bf16")  # the learner's bf16 on a CPU without it: emulated, refused too
+    with pytest.raises(ValueError, match="'fp16'.*Unset it"):
+        grpo.cpu_precision("auto", amx, "fp16")
+    with pytest.raises(ValueError, match="one of"):
+        grpo.cpu_precision("fp16", amx, None)
+
+
 def test_a_bf16_config_earlier_in_the_process_leaves_the_cpu_in_float32(monkeypatch):
     """transformers writes ACCELERATE_MIXED_PRECISION=bf16 into os.environ for a bf16 config (TRL's default, a
     GPU plan) and a later config with bf16=False keeps it: accelerate then autocast the CPU run to bfloat16,

@@ -126,18 +126,53 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return any(flag in flags for flag in CPU_BF16_FLAGS)
 
 
+PRECISIONS = ("auto", "float32", "bfloat16")  # notebook 02's `precision` parameter, on the CPU
+# A learner's own ACCELERATE_MIXED_PRECISION (set before the course was imported): "auto" follows it. Read once
+# here, because transformers writes the same variable for every bf16 config later in the process.
+_LEARNERS_MIXED_PRECISION = os.environ.get("ACCELERATE_MIXED_PRECISION")
+
+
+def cpu_precision(precision: str = "auto", cpuinfo: str | None = None,
+                  environment: str | None = _LEARNERS_MIXED_PRECISION) -> str:
+    """The precision CPU training runs in here: "bfloat16" (autocast) or "float32".
+
+    "auto": ACCELERATE_MIXED_PRECISION where the learner set it ("no" or "bf16"), else bfloat16 where the CPU
+    has bfloat16 instructions (`cpu_has_bf16`) and float32 elsewhere. "bfloat16" is refused on a CPU without
+    them: it would be emulated, about 14x slower for an update (update-batch1-2026-12-03.json).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    has_bf16 = cpu_has_bf16(cpuinfo)
+    chosen_by_environment = precision == "auto" and bool(environment)
+    if chosen_by_environment:
+        chosen = {"no": "float32", "bf16": "bfloat16"}.get(environment.strip().lower())
+        if chosen is None:
+            raise ValueError(f"ACCELERATE_MIXED_PRECISION={environment!r} is set in your environment, and CPU "
+                             "training runs in 'no' (float32) or 'bf16' only. Unset it, or set notebook 02's "
+                             "precision parameter to 'float32' or 'bfloat16'.")
+        precision = chosen
+    if precision == "bfloat16" and not has_bf16:
+        asked = f"ACCELERATE_MIXED_PRECISION={environment!r} (your environment)" if chosen_by_environment \
+            else "precision='bfloat16'"
+        raise ValueError(f"{asked} needs a CPU with bfloat16 instructions (avx512_bf16 or AMX), and this one has "
+                         "none: bfloat16 would be emulated, about 14x slower. Use precision='float32'.")
+    if precision == "auto":
+        return "bfloat16" if has_bf16 else "float32"
+    return precision
+
+
 def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | None = None,
                     vllm_installed: bool | None = None, memory_gib: float | None = None,
-                    cpu_bf16: bool | None = None) -> dict:
+                    cpu_bf16: bool | None = None, precision: str = "auto") -> dict:
     """The GRPOConfig arguments that differ between the CPU and a GPU, and where generation stops.
 
-    cpu: bfloat16 autocast where the CPU has bfloat16 instructions (cpu_bf16=None: `cpu_has_bf16()`),
-    float32 elsewhere. With them, a step of notebook 02's design took 16.1 s in bfloat16 against 28.0 s in
-    float32 (2 cores of an AMD EPYC with avx512_bf16, benchmarks/results/learnability-timing-2026-12-05.json);
-    without them bfloat16 is emulated, 14x slower for an update on an AVX2 CPU
-    (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores, benchmarks/results/update-batch1-2026-12-03.json,
-    scripts/bench_update.py --bf16), and TRL's GRPOConfig turns it on by default: so the CPU settings always
-    say which one they use.
+    cpu: `precision` ("auto", "float32" or "bfloat16": `cpu_precision`), or bfloat16 iff `cpu_bf16` where that
+    is given (what-ifs and tests). With bfloat16 instructions a step of notebook 02's design took 16.1 s in
+    bfloat16 against 28.0 s in float32 (2 cores of an AMD EPYC with avx512_bf16,
+    benchmarks/results/learnability-timing-2026-12-05.json); without them bfloat16 is emulated, 14x slower
+    for an update on an AVX2 CPU (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores,
+    benchmarks/results/update-batch1-2026-12-03.json, scripts/bench_update.py --bf16), and TRL's GRPOConfig
+    turns it on by default: so the CPU settings always say which one they use.
     Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
     barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
     (benchmarks/results/update-batch8-2026-12-03.json, written by scripts/bench_update.py).
@@ -151,7 +186,7 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     could run on into invented turns that skip_special_tokens hides.
     """
     if backend == "cpu":
-        bf16 = cpu_has_bf16() if cpu_bf16 is None else cpu_bf16
+        bf16 = cpu_precision(precision) == "bfloat16" if cpu_bf16 is None else cpu_bf16
         settings = {"use_cpu": True, "bf16": bf16, "fp16": False, "use_vllm": False}
         # bf16=False alone is not enough: transformers' TrainingArguments writes ACCELERATE_MIXED_PRECISION
         # into os.environ whenever a config has bf16 or fp16 on (TRL's GRPOConfig default, a GPU plan), and a

@@ -97,6 +97,7 @@ def optional_text() -> Rule:
 GRPO_PARAMETERS: dict[str, Rule] = {  # notebook 02
     "backend": choice("auto", "cpu", "gpu", "verifiers"),
     "rollouts": choice("server", "generate"),
+    "precision": choice("auto", "float32", "bfloat16"),  # CPU training (helpers.gpu.backend.cpu_precision)
     "max_steps": whole(at_least=1),
     "learning_rate": number(above=0),
     "num_generations": whole(at_least=2, why=" (GRPO compares at least 2 completions per prompt)"),
