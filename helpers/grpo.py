@@ -130,6 +130,26 @@ def last_number_right(completion: Any, answer: str) -> float:
     return 1.0 if number and number == canonical_number(answer) else 0.0
 
 
+def right_answer_line(completion: Any, answer: str, **kwargs) -> float:
+    """The course's reference for notebook 02's section-12 fix: 1.0 when the reply holds exactly one '####' and
+    the number after it is the gold answer; else 0.0. A format term that pays only with the right answer: a
+    constant '#### 9' earns it only where 9 is right, a list of '#### N' lines never."""
+    from gsm8k_course import canonical_number, extract_hash_answer
+
+    text = reply_text(completion)
+    number = extract_hash_answer(text) if text.count("####") == 1 else ""
+    return 1.0 if number and canonical_number(number) == canonical_number(answer) else 0.0
+
+
+def gold_anywhere(completion: Any, answer: str, **kwargs) -> float:
+    """What notebook 02's reward exercise holds as committed (its placeholder): 1.0 when the gold number appears
+    anywhere in the reply, as text. Kept here for the benchmark that trains on it (a reward that pays for many
+    numbers); the course's reward is `last_number_right`."""
+    from gsm8k_course import canonical_number
+
+    return 1.0 if canonical_number(answer) in reply_text(completion) else 0.0
+
+
 def reply_text(completion: Any) -> str:
     """A completion as text: chat messages (what a rubric passes) become the assistant's words."""
     if isinstance(completion, list):
@@ -356,23 +376,25 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
 
 
 def weight_change(before_dir: str | Path, after_dir: str | Path) -> dict:
-    """How much training moved the weights: tensors changed, largest change, relative L2 change."""
+    """How much training moved the weights: tensors changed, largest change, relative L2 change. Read one
+    tensor pair at a time (two whole models at once would set the run's memory peak on an 8 GB laptop)."""
     import torch
-    from safetensors.torch import load_file
+    from safetensors import safe_open
 
-    before = load_file(str(Path(before_dir) / "model.safetensors"))
-    after = load_file(str(Path(after_dir) / "model.safetensors"))
     changed, max_abs, diff_sq, norm_sq = 0, 0.0, 0.0, 0.0
-    for name, a in after.items():
-        b = before.get(name)
-        if b is None:
-            continue
-        d = a.float() - b.float()
-        changed += int(bool(torch.any(d != 0)))
-        max_abs = max(max_abs, float(d.abs().max()))
-        diff_sq += float((d * d).sum())
-        norm_sq += float((b.float() ** 2).sum())
-    return {"tensors": len(after), "tensors_changed": changed, "max_abs_change": max_abs,
+    with safe_open(str(Path(before_dir) / "model.safetensors"), "pt") as before, \
+            safe_open(str(Path(after_dir) / "model.safetensors"), "pt") as after:
+        names, known = list(after.keys()), set(before.keys())
+        for name in names:
+            if name not in known:
+                continue
+            b = before.get_tensor(name).float()
+            d = after.get_tensor(name).float() - b
+            changed += int(bool(torch.any(d != 0)))
+            max_abs = max(max_abs, float(d.abs().max()))
+            diff_sq += float((d * d).sum())
+            norm_sq += float((b * b).sum())
+    return {"tensors": len(names), "tensors_changed": changed, "max_abs_change": max_abs,
             "relative_l2_change": (diff_sq / norm_sq) ** 0.5 if norm_sq else 0.0}
 
 

@@ -28,9 +28,10 @@ def execute(name: str, out: Path, **parameters) -> dict:
     return run_notebook(NOTEBOOKS / f"{name}.ipynb", out, parameters)
 
 
-def execute_probed(name: str, out: Path, **parameters) -> dict:
+def execute_probed(name: str, out: Path, kernel_name: str | None = None, **parameters) -> dict:
     """Run notebooks/<name>.ipynb as committed, with a solution probe after each exercise's check."""
-    return run_notebook(probed_copy(NOTEBOOKS / f"{name}.ipynb", out.parent), out, parameters)
+    return run_notebook(probed_copy(NOTEBOOKS / f"{name}.ipynb", out.parent), out, parameters,
+                        kernel_name=kernel_name)
 
 
 def outputs_text(notebook: dict, html: bool = False) -> str:

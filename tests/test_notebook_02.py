@@ -10,6 +10,7 @@ import ast
 import json
 
 import pytest
+from memory_watch import watched_kernel
 from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
@@ -27,14 +28,34 @@ CI_PARAMETERS = {
 }
 
 
+# An 8 GB laptop with a browser open has about 4 GB to give: the kernel and its llama.cpp server together stay
+# under this, or the kernel is killed (tests/memory_watch.py). CI's steps have the default's shape (4 x 8, 48
+# tokens), so their peak is the default run's.
+MEMORY_LIMIT_GB = 3.5
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, watched_kernel(tmp_path_factory.mktemp("kernel"),
+                                                                MEMORY_LIMIT_GB) as watch:
         patch.setenv("COURSE_RUNS_DIR", str(runs))  # the kernel inherits it
-        notebook = execute_probed(NOTEBOOK.stem, runs / "02.ipynb", **CI_PARAMETERS)
+        try:
+            notebook = execute_probed(NOTEBOOK.stem, runs / "02.ipynb", kernel_name=watch.kernel_name,
+                                      **CI_PARAMETERS)
+        except Exception:
+            if watch.exceeded_gb is not None:
+                pytest.fail(f"notebook 02's kernel and its llama.cpp server went over {MEMORY_LIMIT_GB} GB resident "
+                            f"({watch.exceeded_gb:.2f} GB) and the kernel was stopped: an 8 GB laptop would not fit it")
+            raise
     summary = json.loads((runs / "grpo" / RUN_NAME / "summary.json").read_text())
-    return {"notebook": notebook, "summary": summary, "runs": runs}
+    return {"notebook": notebook, "summary": summary, "runs": runs, "peak_gb": watch.peak_gb}
+
+
+@pytest.mark.notebook
+def test_fits_an_8_gb_laptop(executed):
+    """Kernel and llama.cpp server stayed under MEMORY_LIMIT_GB resident (read every 0.05 s) all the way."""
+    assert 0.5 < executed["peak_gb"] <= MEMORY_LIMIT_GB, executed["peak_gb"]
 
 
 @pytest.mark.notebook

@@ -69,7 +69,7 @@ class GGUFExporter:
             writer.close()
             self.header = header.read_bytes()
         self.header += bytes(-len(self.header) % self.alignment)  # tensor data starts aligned
-        self._staging: list | None = None
+        self._staging = None  # one byte buffer, as large as the largest tensor
 
     def export(self, model, path: str | Path) -> Path:
         """Write `model`'s weights (the same architecture as at construction) to `path`."""
@@ -77,13 +77,17 @@ class GGUFExporter:
 
         path = Path(path)
         state = model.state_dict()
-        if self._staging is None:  # cast into buffers kept between exports: no fresh pages to fault in
-            self._staging = [torch.empty(state[name].shape, dtype=getattr(torch, dtype)) for name, _, dtype in self.plan]
+        if self._staging is None:  # kept between exports (no fresh pages to fault in), but one tensor's size, not
+            # a second copy of the model: training's memory peak is what decides whether an 8 GB laptop fits
+            largest = max(state[name].numel() * getattr(torch, dtype).itemsize for name, _, dtype in self.plan)
+            self._staging = torch.empty(largest, dtype=torch.uint8)
         partial = path.with_name(path.name + ".partial")
         with torch.no_grad(), open(partial, "wb") as f:
             f.write(self.header)
-            for (hf_name, heads, _), buffer in zip(self.plan, self._staging):
+            for hf_name, heads, dtype in self.plan:
                 source = state[hf_name].detach()
+                size = source.numel() * getattr(torch, dtype).itemsize
+                buffer = self._staging[:size].view(getattr(torch, dtype)).view(source.shape)
                 if heads is None:
                     buffer.copy_(source)
                 else:  # HF -> llama.cpp rotary layout, as llama.cpp's own converter permutes q and k
@@ -91,6 +95,6 @@ class GGUFExporter:
                     half = rows // heads // 2
                     buffer.view(heads, half, 2, cols).copy_(source.view(heads, 2, half, cols).transpose(1, 2))
                 f.write(memoryview(buffer.numpy()).cast("B"))
-                f.write(bytes(-buffer.nbytes % self.alignment))
+                f.write(bytes(-size % self.alignment))
         os.replace(partial, path)
         return path

@@ -119,7 +119,7 @@ class PolicyServer(_StoppedOnExit):
     precision: str = "F16"
     parallel: int = 8  # sequences sampled at once: one step's completions
     threads: int | None = None  # None: every core (the trainer waits while the server samples)
-    ctx_per_slot: int = 1024
+    ctx_per_slot: int = 512  # a sequence's prompt + completion: the CPU task's are ~80 + 48 tokens
     eos_token_id: int = 2  # SmolLM2's <|im_end|>
     server: LocalModelServer | None = field(default=None, init=False, repr=False)
     step: int | None = field(default=None, init=False)  # the training step whose weights it serves
