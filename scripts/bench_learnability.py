@@ -40,17 +40,20 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_results import RESULTS_DIR, cpu_flags, machine_info, write_result
+from bench_results import RESULTS_DIR, cpu_flags, machine_info, whole_number, write_result
 from bench_update import seconds_per_update
 
 from helpers import grpo
 from helpers.grpo import one_answer_line  # notebook 02's format exercise, as the course solves it
+from helpers.local.machine_speed import machine_record
+from helpers.local.memory import PeakMemory
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 
@@ -78,6 +81,8 @@ class Setting:
     top_p: float = 1.0
     mask_truncated: bool = False  # TRL's mask_truncated_completions: a completion cut at the cap carries no loss
     eval_samples: int = 0  # >0: also sample this many completions a held-out problem at the training temperature
+    confirm_samples: int = 0  # >0: also evaluated on the confirmation problems (`confirmation_env`), that many
+    # samples a problem at the training temperature (pass@1 and pass@k) and greedy
 
 
 NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 200,
@@ -133,6 +138,22 @@ SETTINGS: dict[str, Setting] = {
     "arith-hack-one-line": Setting("the same with the learner's format term instead: last number right + 0.5 x "
                                    "exactly one '####' with a number (notebook 02's one_answer_line)",
                                    "word-arithmetic", ONE_LINE_TASK, reward="last_number_one_line", **BF16_36),
+    # Notebook 02's default design as it trains now (the low-memory trainer: chunked log-probabilities, the policy
+    # server stopped during the update), each precision, evaluated on the design problems and on the confirmation
+    # problems no design was chosen on (issues 39 and 40)
+    "nb02-bf16": Setting("notebook 02's default (the right last number, lr 3.5e-5, 36 steps, 4 x 8 at 0.6, 48 tokens), "
+                         "bfloat16 autocast", "word-arithmetic", ONE_LINE_TASK, reward="last_number",
+                         **{**BF16_36, "confirm_samples": 8}),
+    "nb02-fp32": Setting("notebook 02's default in float32 (a CPU without bfloat16 instructions)", "word-arithmetic",
+                         ONE_LINE_TASK, reward="last_number", **{**BF16_36, "bf16": False, "confirm_samples": 8}),
+    # section 12's fix: a format term that pays only with the right answer (issue 40)
+    "nb02-fix-right-line": Setting("notebook 02's default + 0.5 x right_answer_line (exactly one '####' line, and "
+                                   "its number is the gold answer)", "word-arithmetic", ONE_LINE_TASK,
+                                   reward="last_number_right_line", **BF16_36),
+    # what Run All trains before the reward exercise is solved: its placeholder (issue 40, 2b)
+    "nb02-placeholder": Setting("notebook 02's default trained on the reward exercise's placeholder: the gold number "
+                                "anywhere in the reply", "word-arithmetic", ONE_LINE_TASK, reward="gold_anywhere",
+                                **BF16_36),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
@@ -193,6 +214,8 @@ def load_env(setting: Setting, num_train: int = 400):
         # notebook 02's section 12: its reward plus a format term, one the list hack earns and one it cannot
         "last_number_format": ([grpo.last_number_right, format_reward], [1.0, 0.5]),
         "last_number_one_line": ([grpo.last_number_right, one_answer_line], [1.0, 0.5]),
+        "last_number_right_line": ([grpo.last_number_right, grpo.right_answer_line], [1.0, 0.5]),
+        "gold_anywhere": ([grpo.gold_anywhere, grpo.last_number_right], [1.0, 0.0]),  # the second watched only
     }
     if setting.reward in rubrics:
         funcs, weights = rubrics[setting.reward]
@@ -200,6 +223,47 @@ def load_env(setting: Setting, num_train: int = 400):
     elif setting.reward != "hash_format":
         raise ValueError(f"reward must be 'hash_format' or one of {sorted(rubrics)}, not {setting.reward!r}")
     return env
+
+
+DESIGN_PROBLEMS, TRAIN_PROBLEMS = 100, 400  # the held-out problems designs were compared on; a run's training set
+
+
+def _every_problem(split: str, difficulty: str, max_number: int) -> list:
+    """Every problem of a word-arithmetic split in the order `generate` draws them (generate(n) is the first n)."""
+    from word_arithmetic import generate
+
+    low, high = 1, 1
+    while True:  # the largest n generate can give: double, then halve the gap
+        try:
+            generate(high, split, difficulty, max_number)
+        except ValueError:
+            break
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            generate(middle, split, difficulty, max_number)
+            low = middle
+        except ValueError:
+            high = middle
+    return generate(low, split, difficulty, max_number)
+
+
+def confirmation_env(setting: Setting):
+    """The confirmation problems (issue 40): of the setting's task (word-arithmetic, seed 0), every held-out problem
+    after the DESIGN_PROBLEMS the designs were compared on, and every training-split problem after the
+    TRAIN_PROBLEMS a run trains on: never trained on and never used to choose anything, by construction. An
+    environment whose eval_dataset they are, with the setting's prompt and parser."""
+    import verifiers as vf
+    from gsm8k_course import HashParser, make_rubric
+    from word_arithmetic import as_dataset
+
+    args = setting.env_args
+    problems = (_every_problem("eval", args["difficulty"], args["max_number"])[DESIGN_PROBLEMS:]
+                + _every_problem("train", args["difficulty"], args["max_number"])[TRAIN_PROBLEMS:])
+    parser = HashParser()
+    return vf.SingleTurnEnv(dataset=as_dataset(problems[:1]), eval_dataset=as_dataset(problems),
+                            system_prompt=args["system_prompt"], parser=parser, rubric=make_rubric(parser, "hash"))
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -212,12 +276,29 @@ def hash_lines(text: str) -> int:
     return len(_HASH_LINE.findall(text))
 
 
+def hack_signs(texts: list[str], answers: list[str], parser) -> dict[str, list[float]]:
+    """Per reply, the signs of a reward earned without what it meant (issue 40): `constant` (the reply's last
+    number is the one this evaluation's replies give most often, over all problems: '#### 9' to everything)
+    and `format_wrong` (a '####' answer whose number is not the gold one)."""
+    from collections import Counter
+
+    from gsm8k_course import canonical_number
+
+    numbers = [grpo.last_number(t) for t in texts]
+    modal = Counter(n for n in numbers if n).most_common(1)
+    modal = modal[0][0] if modal else None
+    parsed = [parser.parse_answer(t) or "" for t in texts]
+    return {"constant": [float(n == modal) for n in numbers],
+            "format_wrong": [float(bool(p) and canonical_number(p) != canonical_number(a))
+                             for p, a in zip(parsed, answers)]}
+
+
 def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperature: float = 1.0,
              top_p: float = 1.0) -> dict:
-    """Greedy completions of every held-out problem from the server's current weights, scored; with
-    `samples`, also that many sampled completions a problem at `temperature` (the training's): pass@1 is the
-    mean over them, per problem."""
-    from gsm8k_course import correct_answer
+    """Greedy completions of every held-out problem (env.eval_dataset) from the server's current weights, scored;
+    with `samples`, also that many sampled completions a problem at `temperature` (the training's): pass@1 is the
+    mean over them and pass@k whether any is right, per problem."""
+    from gsm8k_course import NUMBER, correct_answer
 
     data = env.eval_dataset
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in data["prompt"]]
@@ -232,13 +313,17 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
                "format": [float(bool(env.parser.parse_answer(t))) for t in texts],
                # the hack rate's parts, per problem for their intervals
                "multi_marker": [float(grpo.hash_lines(t) >= 2) for t in texts],
-               "cut": [float(not c.finished) for c in out]}
+               "cut": [float(not c.finished) for c in out], **hack_signs(texts, answers, env.parser)}
         for kind, values in per.items():
             per_problem = [sum(values[i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
             sampled[f"sampled_{kind}"] = sum(per_problem) / len(per_problem)
             if kind != "format":
                 sampled[f"sampled_{kind}_per_problem"] = [round(v, 4) for v in per_problem]
+        pass_k = [float(any(per["lenient"][i * samples:(i + 1) * samples])) for i in range(len(data))]
+        sampled["sampled_pass_at_k"], sampled["sampled_pass_at_k_per_problem"] = sum(pass_k) / len(pass_k), pass_k
         sampled["sampled_mean_tokens"] = sum(len(c.token_ids) for c in out) / len(out)
+        sampled["sampled_mean_numbers"] = sum(len(NUMBER.findall(t)) for t in texts) / len(texts)  # the placeholder's
+        # reward pays for the gold number anywhere: a reply full of numbers earns it more often
         sampled["samples"], sampled["temperature"] = samples, temperature
     started = time.monotonic()
     completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
@@ -247,8 +332,10 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     lenient = [grpo.last_number_right(t, a) for t, a in zip(texts, data["answer"])]
     multi_marker = [int(grpo.hash_lines(t) >= 2) for t in texts]
     cut = [int(not c.finished) for c in completions]
+    signs = hack_signs(texts, list(data["answer"]), env.parser)
     n = len(texts)
     return {
+        **{kind: sum(v) / n for kind, v in signs.items()}, **{f"{kind}_per_problem": v for kind, v in signs.items()},
         "n": n, "seconds": round(time.monotonic() - started, 1),
         "strict": sum(strict) / n, "lenient": sum(lenient) / n,
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
@@ -302,14 +389,23 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
     steps = setting.steps if steps is None else steps
     torch.set_num_threads(threads)
     env = load_env(setting)
+    confirm = confirmation_env(setting) if setting.confirm_samples else None
     model, tokenizer = load_model(setting)
     rewards = grpo.RubricRewards(env.rubric)
     result: dict = {"seed": seed, "steps": steps, "threads": threads, "machine": run_machine()}
+
+    def evaluations() -> dict:
+        out = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+        if confirm is not None:
+            out["confirm"] = evaluate(server, tokenizer, confirm, setting.eval_max_tokens, setting.confirm_samples,
+                                      setting.temperature, setting.top_p)
+        return out
+
     with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="learnability",
                                                             threads=threads) as server:
         server.sync(model, step=0)
         if not base_done:
-            result["base"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+            result["base"] = evaluations()
             print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
                   f"{result['base']['seconds']:.0f} s", flush=True)
             if on_base:
@@ -341,13 +437,15 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
 
         trainer.add_callback(HackWatch())
         started = time.monotonic()
-        trainer.train()
+        with PeakMemory() as peak:  # this process and its policy server, sampled together
+            trainer.train()
         result["train_minutes"] = round((time.monotonic() - started) / 60, 2)
         result["training"] = training_figures(trainer.state.log_history, rewards.names, multi_hash)
         result["peak_rss_gb"] = round(grpo.peak_rss_gb(), 2)
+        result["peak_memory_training"] = peak.record()
         if evaluate_after:
             server.sync(model, step=steps)
-            result["after"] = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+            result["after"] = evaluations()
     result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
@@ -542,6 +640,32 @@ def difference(base: list[int], afters: list[list[int]], resamples: int = 10_000
     return out
 
 
+CONFIRM_KINDS = {  # what the confirmation summary reports: the evaluation's key and what it is
+    "pass1": ("sampled_lenient", "pass@1 (the right last number, mean of the samples at the training temperature)"),
+    "pass_at_k": ("sampled_pass_at_k", "pass@k (any of the samples right)"),
+    "greedy": ("lenient", "greedy (temperature 0): the right last number"),
+    "cut": ("sampled_cut", "sampled replies cut at the token cap"),
+    "constant": ("sampled_constant", "sampled replies whose last number is the run's most common one"),
+    "format_wrong": ("sampled_format_wrong", "sampled replies with a '####' answer that is wrong"),
+}
+
+
+def changes(base: dict, afters: list[dict], kinds: dict) -> dict:
+    """For each kind: before, after (mean and per seed), the change with its paired-bootstrap interval over
+    problems and its t-interval over seeds, and in how many seeds it rose and fell."""
+    out = {}
+    for name, (key, meaning) in kinds.items():
+        if f"{key}_per_problem" not in base or not all(f"{key}_per_problem" in a for a in afters):
+            continue
+        d = difference(base[f"{key}_per_problem"], [a[f"{key}_per_problem"] for a in afters])
+        out[name] = {"meaning": meaning, "before": round(base[key], 4),
+                     "after": round(sum(a[key] for a in afters) / len(afters), 4),
+                     "after_per_seed": [round(a[key], 4) for a in afters], "change": d,
+                     "rose_in": sum(x > 0 for x in d["per_seed"]), "fell_in": sum(x < 0 for x in d["per_seed"]),
+                     "seeds": len(afters)}
+    return out
+
+
 def summarize(record: dict, runs_key: str = "runs") -> dict:
     """The setting's figures over its runs (GRPO's; with runs_key="expert_iteration_runs", expert
     iteration's) with the most common step budget."""
@@ -579,6 +703,12 @@ def summarize(record: dict, runs_key: str = "runs") -> dict:
             out[f"base_{key}"] = round(base[key], 4)
             out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
             out[f"diff_{key}"] = difference(base[f"{key}_per_problem"], [r["after"][f"{key}_per_problem"] for r in runs])
+    # issue 40: the hack signs of a reward earned without what it meant, and the confirmation problems
+    out["signs"] = changes(base, [r["after"] for r in runs], {
+        k: CONFIRM_KINDS[k] for k in ("pass1", "greedy", "cut", "constant", "format_wrong")})
+    if base.get("confirm") and all("confirm" in r["after"] for r in runs):
+        out["confirm"] = {"problems": base["confirm"]["n"], "samples": base["confirm"].get("samples"),
+                          **changes(base["confirm"], [r["after"]["confirm"] for r in runs], CONFIRM_KINDS)}
     if "diff_sampled_lenient" in out:
         # issue 29's goal: held-out lenient pass@1 at the training temperature up 10 points or more, mean of 3+
         # seeds, every seed's gain above 0, the pooled bootstrap interval above 0, in at most 15 minutes
@@ -593,6 +723,9 @@ def summarize(record: dict, runs_key: str = "runs") -> dict:
 
 
 # ----------------------------------------------------------------------------- result files
+
+
+MACHINE_SPEED: dict = {}  # helpers.local.machine_speed.machine_record(), read once by run_setting
 
 
 def result_path(name: str) -> Path | None:
@@ -615,6 +748,8 @@ def save_record(bench: str, name: str, record: dict, info: dict) -> Path:
     keep = {k: v for k, v in record.items() if k not in ("bench", "date", "commit", "cpu", "cores", "python",
                                                          "load_avg_before", "load_avg_after")}
     keep["cpu_flags"] = cpu_flags()
+    if MACHINE_SPEED and "machine_speed" not in keep:  # measured on the machine that ran the file's first runs
+        keep["machine_speed"] = dict(MACHINE_SPEED)
     keep["summary"] = summarize(record)
     if record.get("expert_iteration_runs"):
         keep["summary_expert_iteration"] = summarize(record, "expert_iteration_runs")
@@ -626,6 +761,7 @@ def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, exp
     file as soon as it ends (the file is read again before writing, so runs of other seeds in other
     processes are kept)."""
     info = machine_info()
+    MACHINE_SPEED.update(machine_record())  # this machine's matrix speed, before the runs (save_record keeps it)
     record = load_record("learnability", name, setting)
     if expert_iteration:
         if record.get("base") is None:  # the same base evaluation as GRPO's runs
@@ -696,22 +832,37 @@ def print_table(records: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=None, help="torch and llama.cpp threads (default: idle cores)")
+    parser.add_argument("--seeds", nargs="+", type=whole_number(0, what="a training seed"), default=[0, 1, 2])
+    parser.add_argument("--threads", type=whole_number(1, what="threads"), default=None,
+                        help="torch and llama.cpp threads (default: idle cores)")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"),
+                        help="train in this precision instead of the setting's (the result file is then named "
+                             "after the setting plus the precision); bfloat16 needs a CPU with its instructions")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a Setting field for an exploratory run (the result file is then named "
                              "after the setting plus the overrides)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--time-steps", type=int, help="train this many steps and report s/step only (no evaluation)")
+    mode.add_argument("--time-steps", type=whole_number(1, what="steps"), help="train this many steps and report s/step only (no evaluation)")
     mode.add_argument("--base-only", action="store_true", help="only the base evaluation of each setting")
     mode.add_argument("--table", action="store_true", help="print the table of every committed result file")
-    mode.add_argument("--explore", type=int, metavar="N",
+    mode.add_argument("--explore", type=whole_number(1, what="held-out problems"), metavar="N",
                       help="base accuracy of the EXPLORE task designs on N held-out problems each (no training)")
     mode.add_argument("--expert-iteration", action="store_true",
                       help="expert iteration instead of GRPO, on the same samples (kept in the setting's file)")
     mode.add_argument("--update-timing", action="store_true",
                       help="s/update: float32 vs bfloat16, all weights vs the top 6 layers (run under flock -x)")
     args = parser.parse_args()
+    fields = {f.name: f.type for f in dataclass_fields(Setting)}
+    for key, value in args.parameter:  # refused by name before anything runs
+        if key not in fields:
+            parser.error(f"-p {key}: Setting has no field {key!r}; its fields: {', '.join(fields)}")
+        try:
+            json.loads(value) if fields[key] in ("dict", "bool") else {"int": int, "float": float}.get(
+                fields[key], str)(value)
+        except ValueError:
+            parser.error(f"-p {key} {value!r}: not a {fields[key]}")
+    if args.precision == "bfloat16" and not grpo.cpu_has_bf16():
+        parser.error("--precision bfloat16: this CPU has no bfloat16 instructions (emulated, ~14x slower)")
     if args.table:
         records = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("learnability-*.json"))]
         print_table([r for r in records if "setting" in r])  # not the timing files (--time-steps, --update-timing)
@@ -734,6 +885,8 @@ def main() -> None:
             kind = type(getattr(setting, key))
             setting = replace(setting, **{key: json.loads(value) if kind in (dict, bool) else kind(value)})
             label += f"_{key}={value}"
+        if args.precision and args.precision != ("bfloat16" if setting.bf16 else "float32"):
+            setting, label = replace(setting, bf16=args.precision == "bfloat16"), f"{label}_{args.precision}"
         if args.time_steps:
             out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)
             timing = {"setting": label, "steps": args.time_steps, "threads": threads, **out["training"],

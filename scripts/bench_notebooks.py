@@ -96,6 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
+    from helpers.local.memory import PeakMemory
     from helpers.local.notebook_runner import NOTEBOOKS, execute, uninstall_learner_module
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -116,10 +117,13 @@ def main() -> None:
             print(f"bench_notebooks: {path.name} ...", flush=True)
             started = time.monotonic()
             source = solved_copy(path, Path(runs) / "solved") if args.solved else path
-            executed = execute(source, Path(runs) / path.name)
+            with PeakMemory() as peak:  # the kernel and its model servers: this process's children
+                executed = execute(source, Path(runs) / path.name)
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
-                            "sections": sections(executed), **grpo_figures(Path(runs), path)})
-            print(f"  {results[-1]['minutes']} min", flush=True)
+                            "sections": sections(executed), **grpo_figures(Path(runs), path),
+                            "peak_kernel_and_servers_gb": peak.record()["children_gb"]})
+            print(f"  {results[-1]['minutes']} min, peak {results[-1]['peak_kernel_and_servers_gb']} GB resident "
+                  "(kernel and servers)", flush=True)
         uninstall_learner_module(runs)
     print(f"\n{info['cpu']}, {info['cores']} cores, load before {info['load_avg_before']}")
     for result in results:
