@@ -35,7 +35,8 @@ class _ChunkedLogps(torch.autograd.Function):
         with torch.no_grad():
             for start in range(0, ids.numel(), chunk_tokens):
                 logits = F.linear(hidden[start:start + chunk_tokens], weight) / temperature
-                logps.append(selective_log_softmax(logits, ids[start:start + chunk_tokens]))
+                # as one sequence: TRL's bfloat16 path loops over the first dimension, one log-softmax each
+                logps.append(selective_log_softmax(logits[None], ids[None, start:start + chunk_tokens])[0])
                 entropies.append(entropy_from_logits(logits))
         ctx.save_for_backward(hidden, weight, ids)
         ctx.temperature, ctx.chunk_tokens = temperature, chunk_tokens
