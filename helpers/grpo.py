@@ -45,6 +45,7 @@ from helpers.gpu.backend import (  # noqa: F401 - the cells reach the backend th
     release_trainer,
     start_model,
 )
+from helpers.local.llama_server import THREADS_VARIABLE, fixed_threads  # noqa: F401 - tests set it by name
 from helpers.local.scrubbing import write_json
 from helpers.worker_thread import run_sync
 
@@ -58,7 +59,6 @@ class RewardFunctionFailing(RuntimeError):
 # ----------------------------------------------------------------------------- the CPU
 
 
-THREADS_VARIABLE = "COURSE_THREADS"  # a fixed count (the tests and CI set it to the cores): no sampling
 
 
 def default_threads(samples: int = 4, sample_s: float = 0.5) -> int:
@@ -74,11 +74,9 @@ def default_threads(samples: int = 4, sample_s: float = 0.5) -> int:
     lasts all four samples."""
     import psutil
 
-    fixed = os.environ.get(THREADS_VARIABLE)
+    fixed = fixed_threads()
     if fixed:
-        if not fixed.isdigit() or int(fixed) < 1:
-            raise ValueError(f"{THREADS_VARIABLE}={fixed!r}: set it to a whole number of threads, 1 or more")
-        return int(fixed)
+        return fixed
     cores = os.cpu_count() or 1
     busy = min(int(psutil.cpu_percent(interval=sample_s) / 100 * cores + 0.25) for _ in range(samples))
     return max(1, cores - busy)

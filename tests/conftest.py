@@ -12,9 +12,14 @@ if not os.environ.get("GSM8K_DIR") and SHARED_GSM8K.is_dir():
 # One conversion of the packaged GGUF to a transformers folder (~20 s) serves every test and kernel, whatever
 # runs folder (COURSE_RUNS_DIR) each one makes; the project's own runs/ keeps it between sessions.
 os.environ.setdefault("COURSE_MODELS_DIR", str(ROOT / "runs" / "models"))
-# Training and the policy server use every core, fixed: a 2-second CPU sample at a busy moment (another
-# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.default_threads).
-os.environ.setdefault("COURSE_THREADS", str(os.cpu_count() or 1))
+# Training and the model servers use a fixed share of the cores: a 2-second CPU sample at a busy moment (another
+# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.default_threads). With pytest-xdist
+# (scripts/test.sh runs 2 workers) each worker gets its share, for torch (OMP_NUM_THREADS, read when torch loads) and
+# for every llama.cpp server it starts: two servers spinning on the same cores fall under 1 token/s a slot.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+os.environ.setdefault("COURSE_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", os.environ["COURSE_THREADS"])
 # Whatever the developer has exported, tests run the local default and never send keys anywhere.
 for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "WANDB_API_KEY"):
     os.environ.pop(key, None)
@@ -58,8 +63,25 @@ def local_client(local_server):
 
 @pytest.fixture
 def uninstall_learner_module(tmp_path):
-    """Notebook 03 installs the learner's module (editable) from COURSE_RUNS_DIR; undo it when that is ours."""
-    yield
-    from helpers.local.notebook_runner import uninstall_learner_module as uninstall
+    """Notebook 03 installs the learner's module (editable) from COURSE_RUNS_DIR into .venv; undo it when that is
+    ours. One such test at a time (a lock beside .venv): two xdist workers installing and removing the same
+    module into one environment would break each other's run."""
+    import fcntl
 
-    uninstall(tmp_path)
+    with open(ROOT / ".venv" / ".learner-module.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+        from helpers.local.notebook_runner import uninstall_learner_module as uninstall
+
+        uninstall(tmp_path)
+
+
+# The longest files first: pytest-xdist's --dist loadfile hands whole files to idle workers in this order, so the
+# long ones start early instead of one of them running alone at the end (tests-<date>.json has each file's seconds).
+LONGEST_FIRST = ("test_notebook_02.py", "test_notebook_04.py", "test_grpo.py", "test_hub.py", "test_browser.py",
+                 "test_exercises.py", "test_notebook_03.py", "test_notebooks.py", "test_policy_server.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order is kept

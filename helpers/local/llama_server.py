@@ -39,6 +39,19 @@ def packaged_model_path() -> Path:
     return Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+THREADS_VARIABLE = "COURSE_THREADS"  # a fixed thread count for training and the model servers (tests, CI)
+
+
+def fixed_threads() -> int | None:
+    """$COURSE_THREADS as a thread count, or None where it is not set."""
+    fixed = os.environ.get(THREADS_VARIABLE)
+    if not fixed:
+        return None
+    if not fixed.isdigit() or int(fixed) < 1:
+        raise ValueError(f"{THREADS_VARIABLE}={fixed!r}: set it to a whole number of threads, 1 or more")
+    return int(fixed)
+
+
 @dataclass
 class LocalModelServer(ChildServer):
     """llama.cpp's OpenAI-compatible server for a GGUF model, in a child process on 127.0.0.1.
@@ -50,7 +63,8 @@ class LocalModelServer(ChildServer):
 
     model_path: Path = field(default_factory=packaged_model_path)
     port: int | None = None  # None: pick a free port
-    threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    # $COURSE_THREADS where it is set (the tests give each pytest-xdist worker its share), else every core
+    threads: int = field(default_factory=lambda: fixed_threads() or max(1, os.cpu_count() or 1))
     parallel: int = 4  # request slots served concurrently (continuous batching)
     ctx_per_slot: int = 2048
     batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (scripts/bench_endpoint.py)
