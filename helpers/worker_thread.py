@@ -16,6 +16,7 @@ import time
 import openai
 
 from helpers.endpoint import connection_lost
+from helpers.local.llama_server import drop_abandoned_requests
 
 STOP_WAIT_S = 10.0  # after an interrupt or the time limit, how long the caller waits for the worker to end
 CANCEL_GRACE_S = 2.0  # how long cancelled asyncio tasks may take to end before the thread is interrupted
@@ -181,6 +182,9 @@ def _wait(worker: _Worker, timeout_s: float | None):
     except KeyboardInterrupt as pressed:
         if not _stop(worker):
             pressed.add_note(f"The interrupted call is not stopped: {STILL_RUNNING}")
+        for server in drop_abandoned_requests():  # it would finish the stopped call's replies first
+            pressed.add_note(f"The {server.label} on port {server.port} was still writing the interrupted "
+                             "call's replies: restarted, so that the next cell's requests do not wait behind them.")
         raise
     if worker.error is not None:
         if isinstance(worker.error, openai.APIConnectionError):

@@ -6,14 +6,18 @@ The child is `llama_child.py`; this module is the parent's handle on it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
+import urllib.request
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
 from helpers.local.child_process import (
     HOST,
+    NO_PROXY_OPENER,
     ChildServer,
     EndpointError,
     check_bind_address,
@@ -108,6 +112,7 @@ class LocalModelServer(ChildServer):
         tuning = [*(["--batch", str(self.batch)] if self.batch else []),
                   *(["--poll", str(self.poll)] if self.poll is not None else []),
                   *(["--chat-template", self.chat_template] if self.chat_template else [])]
+        _started[id(self)] = self
         self._launch("llama_child.py", [
             "--model", str(self.model_path), "--alias", self.alias, "--host", self.host, "--port", str(self.port),
             "--threads", str(self.threads), "--parallel", str(self.parallel),
@@ -115,7 +120,39 @@ class LocalModelServer(ChildServer):
         return self
 
 
+    def busy_slots(self) -> int:
+        """How many of its slots are generating now (llama.cpp's /slots); 0 when it cannot say."""
+        request = urllib.request.Request(self.base_url.removesuffix("/v1") + "/slots",
+                                         headers={"Authorization": f"Bearer {self.api_key}"})
+        try:
+            with NO_PROXY_OPENER.open(request, timeout=5) as reply:
+                return sum(bool(slot.get("is_processing")) for slot in json.loads(reply.read()))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+
+    def restart(self) -> None:
+        """Stop and start again on the same port with the same key: clients made before keep working."""
+        key, port = self.api_key, self.port
+        self.stop()
+        self.key, self.port = key, port
+        self.start()
+
+
 _shared_server: LocalModelServer | None = None
+_started: weakref.WeakValueDictionary[int, LocalModelServer] = weakref.WeakValueDictionary()  # this process's
+
+
+def drop_abandoned_requests() -> list[LocalModelServer]:
+    """After an interrupted call: a local server still generating replies nobody waits for is restarted, so the
+    next cell does not queue behind them (xllamacpp 2026.10 finishes a non-streamed request whose client has
+    closed the connection: 83 s of 400-token replies after an interrupted evaluation, issue 38). Same port and
+    key, so the clients made before keep working; a few seconds. Returns the servers it restarted."""
+    restarted = []
+    for server in list(_started.values()):
+        if server.is_running() and server.busy_slots():
+            server.restart()
+            restarted.append(server)
+    return restarted
 
 
 def start_local_server(**options) -> LocalModelServer:
