@@ -1,15 +1,26 @@
-"""Tables and charts for notebook 02: what a GRPO run logged, while it trains and afterwards.
+"""Tables and charts for notebook 02 and its appendix: what a GRPO run logged, while it trains and afterwards,
+and what the committed result files say.
 
-- `LiveView`: a TrainerCallback that redraws one chart after every step (reward and each reward
-  function, where the step's time went) and shows one sampled completion with its reward. It
-  updates in place in JupyterLab; the executed notebook keeps the final chart.
+- `LiveView`: a TrainerCallback that redraws one chart after every step (the reward, raw and as a rolling
+  mean, each reward function, the share of completions cut at the length cap, where the step's time went)
+  and shows one sampled completion with its reward. It updates in place in JupyterLab; the executed
+  notebook keeps the final chart.
 - `metrics_table`, `learning_summary`, `plot_metrics`, `logged_steps`: the run's log, per step.
-- `compare_evals`, `plot_before_after`: the held-out evaluation before and after training.
+- `compare_evals`, `plot_before_after`, `behaviour`, `changes`, `what_it_learned`: the held-out evaluation
+  before and after training, and a verdict whose words follow its intervals.
+- `which_reward`, `reward_note`: which reward trains (the learner's, or the exercise's placeholder as written).
+- `result_record`, `seeds_table`, `arms_table`, `design_table`, `hack_table`, `plot_sampled_accuracy`: the
+  committed result files (benchmarks/results/), with each seed's figure and "rose in k of n seeds".
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
+import json
+from collections import Counter
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -17,7 +28,11 @@ from gsm8k_course import extract_hash_answer
 from matplotlib.figure import Figure
 from transformers import TrainerCallback
 
-from helpers.grpo import hash_lines, last_number_right
+from helpers.grpo import hash_lines, last_number, last_number_right
+from helpers.local.paths import PROJECT_ROOT
+
+RESULTS = PROJECT_ROOT / "benchmarks" / "results"
+ROLLING = 5  # steps in the rolling mean of the reward charts
 
 TIME_PARTS = {"generation_s": "generation", "sync_s": "weight sync", "scoring_s": "scoring", "update_s": "update"}
 METRIC_COLUMNS = {  # log key (TRL's, verifiers', StepTimer's) -> column
@@ -80,14 +95,31 @@ def _figure(width: float, height: float, rows: int = 1, cols: int = 1):
 
 
 def _draw_rewards(ax, metrics: pd.DataFrame, components: list[str]) -> None:
-    for column in ["reward", *components]:
+    """Each step's reward (a batch of 4 prompts: noisy) as faint points, and its rolling mean over ROLLING steps
+    as a line; each reward function's rolling mean beside it."""
+    if "reward" in metrics:
+        raw = metrics["reward"].dropna()
+        ax.plot(raw.index, raw.values, marker="o", ms=3, lw=0.5, alpha=0.4, color="C0", label="reward, each step")
+    for i, column in enumerate(["reward", *components]):
         if column in metrics:
-            series = metrics[column].dropna()
-            ax.plot(series.index, series.values, marker="o", ms=3, lw=2 if column == "reward" else 1,
-                    label="reward (weighted sum)" if column == "reward" else column)
+            series = metrics[column].dropna().rolling(ROLLING, min_periods=1).mean()
+            ax.plot(series.index, series.values, lw=2 if column == "reward" else 1, color=f"C{i}",
+                    label=f"reward, mean of the last {ROLLING} steps" if column == "reward" else f"{column} (mean)")
     ax.set_title("reward per step (mean of the batch)", fontsize=10)
     ax.set_xlabel("step")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
+
+
+def _draw_cut(ax, metrics: pd.DataFrame) -> None:
+    series = metrics["clipped_ratio"].dropna() if "clipped_ratio" in metrics else pd.Series(dtype=float)
+    ax.set_title("share of completions cut at max_completion_length", fontsize=10)
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.05, 1.05)
+    if series.empty:
+        ax.text(0.5, 0.5, "not logged", ha="center", va="center", fontsize=9, transform=ax.transAxes)
+        return
+    ax.plot(series.index, series.values, marker="o", ms=3, lw=0.5, alpha=0.4, color="C3")
+    ax.plot(series.index, series.rolling(ROLLING, min_periods=1).mean().values, lw=2, color="C3")
 
 
 def _draw_time_split(ax, metrics: pd.DataFrame) -> None:
@@ -125,8 +157,9 @@ def plot_metrics(metrics: pd.DataFrame, components: list[str]) -> Figure:
 
 
 class LiveView(TrainerCallback):
-    """After every logged step: the reward chart and time split redrawn in place, and the step's best
-    completion with its rewards. `GRPOTrainer(..., callbacks=[LiveView(rewards)])`."""
+    """After every logged step: the reward chart (each step, and its rolling mean), the share of completions cut at
+    the length cap and the time split, redrawn in place, and the step's best completion with its rewards.
+    `GRPOTrainer(..., callbacks=[LiveView(rewards)])`."""
 
     def __init__(self, rewards, components: list[str] | None = None):
         self.rewards = rewards
@@ -145,8 +178,9 @@ class LiveView(TrainerCallback):
         if self._chart is None or "reward" not in (logs or {}):
             return
         metrics = metrics_table(state.log_history)
-        fig, ((left, right),) = _figure(11, 3.2, 1, 2)
+        fig, ((left, middle, right),) = _figure(15, 3.2, 1, 3)
         _draw_rewards(left, metrics, self.components)
+        _draw_cut(middle, metrics)
         _draw_time_split(right, metrics)
         fig.tight_layout()
         self._chart.update(fig)
@@ -204,6 +238,93 @@ def _interval(low: float, high: float, digits: int = 1) -> str:
     return f"{low:+.{digits}%} to {high:+.{digits}%}" + ("" if low > 0 or high < 0 else ", not significant")
 
 
+def _seeds_interval(d: dict) -> str:
+    """A change's t-interval over seeds, as 'low to high' (points), or '' when fewer than 2 seeds."""
+    return _interval(*d["t_95_over_seeds"]) if "t_95_over_seeds" in d else "one seed: none"
+
+
+def _rose(d: dict) -> str:
+    """'rose in k of n seeds' (and 'fell in m') from a change's per-seed values."""
+    per_seed = d["per_seed"]
+    rose, fell = sum(x > 0 for x in per_seed), sum(x < 0 for x in per_seed)
+    return f"rose in {rose} of {len(per_seed)} seeds" + (f", fell in {fell}" if fell else "")
+
+
+def result_record(setting: str, results: str | Path | None = None) -> dict | None:
+    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), or
+    None where it is not measured yet."""
+    files = sorted(Path(results or RESULTS).glob(f"learnability-{setting}-2*.json"))
+    return json.loads(files[-1].read_text()) if files else None
+
+
+KINDS = {  # a result summary's measures (its "signs" and "confirm" blocks, or older files' diff_* keys): label
+    "pass1": "pass@1 (sampled at the training temperature)", "pass_at_k": "pass@k (any of the samples right)",
+    "greedy": "greedy (temperature 0)", "cut": "sampled replies cut at the token cap",
+    "multi_marker": "sampled replies with 2+ '####' lines",
+    "constant": "sampled replies whose last number is the run's most common",
+    "format_wrong": "sampled replies with a wrong '####' answer"}
+_OLDER_KEYS = {"pass1": "sampled_lenient", "greedy": "lenient", "cut": "sampled_cut", "multi_marker": "sampled_multi_marker"}
+
+
+def _block(summary: dict, block: str = "signs") -> dict:
+    """A summary's measures as {kind: {before, after, change: {mean, bootstrap_95, t_95_over_seeds, per_seed}}}: its
+    "signs" (design problems) or "confirm" (confirmation problems) block; on the design problems, older files' diff_*
+    keys fill in what they measured (and files without those blocks have only these)."""
+    if block == "confirm":
+        return {k: v for k, v in summary.get("confirm", {}).items() if isinstance(v, dict)}
+    found = {kind: {"before": summary[f"base_{key}"], "after": summary[f"after_{key}"], "change": summary[f"diff_{key}"]}
+             for kind, key in _OLDER_KEYS.items() if f"diff_{key}" in summary}
+    return {**found, **summary.get("signs", {})}
+
+
+def _entry(e: dict) -> dict:
+    d = e["change"]
+    return {"before": f"{e['before']:.0%}", "after": f"{e['after']:.0%}", "change": f"{d['mean']:+.1%}",
+            "per seed": ", ".join(f"{x:+.0%}" for x in d["per_seed"]), "seeds": _rose(d),
+            "95% interval over problems": _interval(*d["bootstrap_95"]), "95% interval over seeds": _seeds_interval(d)}
+
+
+def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = None,
+                results: str | Path | None = None) -> pd.DataFrame:
+    """One row per measure of a result file (`block`: "signs", the design problems, or "confirm", the problems no
+    design was chosen on): before, after (mean of the seeds), the change, each seed's change, in how many seeds it
+    rose, and its two 95% intervals (over problems, seeds pooled; over seeds). "not measured yet" where the file,
+    the block or a measure is missing."""
+    record = result_record(setting, results)
+    block_data = _block(record.get("summary", {}), block) if record else {}
+    if not block_data:
+        what = f"no learnability-{setting}-*.json" if record is None else f"no {block!r} block in its file"
+        return pd.DataFrame({"not measured yet": {setting: what}})
+    rows = {}
+    for kind in kinds or list(KINDS):
+        rows[KINDS[kind]] = _entry(block_data[kind]) if kind in block_data else {"before": "not measured yet"}
+    table = pd.DataFrame(rows).T.fillna("")
+    summary = record["summary"]
+    problems = summary["confirm"]["problems"] if block == "confirm" else (record.get("base") or {}).get("n", "?")
+    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems} problems"
+    return table
+
+
+def arms_table(arms: dict[str, str], kinds: list[str], block: str = "signs",
+               results: str | Path | None = None) -> pd.DataFrame:
+    """One row per arm (label: a result file's setting), one column per measure: 'before -> after (change; rose
+    in k of n seeds)', and each arm's seeds; "not measured yet" where the file or a measure is missing."""
+    rows = {}
+    for label, setting in arms.items():
+        record = result_record(setting, results)
+        if record is None or not record.get("summary"):
+            rows[label] = {"seeds": "not measured yet"}
+            continue
+        data = _block(record["summary"], block)
+        row = {"seeds": len(record["summary"]["seeds"])}
+        for kind in kinds:
+            e = data.get(kind)
+            row[KINDS[kind]] = "not measured" if e is None else (
+                f"{e['before']:.0%} -> {e['after']:.0%} ({e['change']['mean']:+.1%}; {_rose(e['change'])})")
+        rows[label] = row
+    return pd.DataFrame(rows).T.fillna("")
+
+
 def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
     """One row per training design, from bench_learnability's summaries (a result file's "summary", or its
     "summary_expert_iteration"): held-out pass@1 sampled at the training temperature (lenient) before and
@@ -215,7 +336,8 @@ def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
         rows[label] = {"seeds": len(s["seeds"]), "pass@1 before": s["base_sampled_lenient"],
                        "pass@1 after": s["after_sampled_lenient"], "gain": gain["mean"],
                        "gain, 95% interval": _interval(*gain["bootstrap_95"]),
-                       "gain per seed": ", ".join(f"{g:+.1%}" for g in gain["per_seed"]),
+                       "gain per seed": ", ".join(f"{g:+.1%}" for g in gain["per_seed"]), "gain in seeds": _rose(gain),
+                       "gain, interval over seeds": _seeds_interval(gain),
                        "greedy before": s["base_lenient"], "greedy after": s["after_lenient"],
                        "greedy gain, 95% interval": _interval(*greedy["bootstrap_95"]),
                        "'####' line before": s["base_sampled_format"], "'####' line after": s["after_sampled_format"],
@@ -225,9 +347,10 @@ def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
 
 def hack_table(records: dict[str, dict]) -> pd.DataFrame:
     """One row per reward, from bench_learnability's result files of runs with a format term: held-out pass@1
-    (lenient) and the hack's signs in the same sampled replies (2+ lines holding '####', cut at the token cap),
-    each before -> after with the change's paired 95% bootstrap interval over problems, and each seed's (seeds
-    can learn different hacks), with the '####' format and the greedy replies' 2+ '####' lines beside them."""
+    (lenient) and the signs in the same sampled replies (2+ lines holding '####', cut at the token cap), each
+    before -> after with the change's paired 95% bootstrap interval over problems, and each seed's (seeds can
+    find different ways), with the '####' format and the greedy replies' 2+ '####' lines beside them; the
+    constant answer and wrong '####' answers where the file measured them (files since 2026-12-06)."""
     def change(s: dict, key: str) -> str:
         d = s[f"diff_{key}"]
         return f"{s[f'base_{key}']:.0%} -> {s[f'after_{key}']:.0%} ({d['mean']:+.1%}; {_interval(*d['bootstrap_95'])})"
@@ -242,7 +365,11 @@ def hack_table(records: dict[str, dict]) -> pd.DataFrame:
                        "2+ '####' lines": change(s, "sampled_multi_marker"), "cut at the cap": change(s, "sampled_cut"),
                        "per seed after: 2+ lines / cut": ", ".join(
                            f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in runs),
-                       "2+ '####' lines, greedy": change(s, "multi_marker")}
+                       "2+ '####' lines, greedy": change(s, "multi_marker"),
+                       **{KINDS[kind]: (f"{e['before']:.0%} -> {e['after']:.0%} (per seed after: "
+                                        f"{', '.join(f'{x:.0%}' for x in e['after_per_seed'])})"
+                                        if (e := s.get("signs", {}).get(kind)) else "not measured in this file")
+                          for kind in ("constant", "format_wrong")}}
     return pd.DataFrame(rows).T
 
 
@@ -282,15 +409,31 @@ def plot_sampled_accuracy(grpo: dict, expert_iteration: dict, reward: str = "las
 # ----------------------------------------------------------------------------- what the run learned
 
 
-# behaviour() columns: the right number (anywhere last, or after '####'), the format, and the signs of a gamed format
+# behaviour() columns: the right number (last in the reply, or after '####'), the format, and the signs of a reward
+# earned another way than by answering right (issue 40): replies cut at the cap (a reward that pays for the gold
+# number anywhere pays for long lists of numbers), 2+ '####' lines (a format term earned by repeating it), one
+# constant answer ('#### 9' to every problem collects a format term whatever the answer) and wrong '####' answers
 RIGHT, RIGHT_HASH = "right number (last in the reply)", "right number after '####'"
 FORMAT, CUT, MULTI = "'#### N' format", "cut at max_tokens", "2+ '####' lines"
-SHARES = (RIGHT, RIGHT_HASH, FORMAT, CUT, MULTI)
+CONSTANT, WRONG_HASH = "last number = the run's most common", "'####' answer, wrong"
+SHARES = (RIGHT, RIGHT_HASH, FORMAT, CUT, MULTI, CONSTANT, WRONG_HASH)
+SIGNS = {CUT: "completions cut at max_tokens", MULTI: "completions with 2+ '####' lines",
+         CONSTANT: "completions whose last number is the run's most common one",
+         WRONG_HASH: "completions with a wrong '####' answer"}
+
+
+def _wrong_hash(text: str, gold: str) -> float:
+    from gsm8k_course import canonical_number
+
+    said = extract_hash_answer(text)
+    return float(bool(said) and canonical_number(said) != canonical_number(str(gold)))
 
 
 def _indicators(rollouts: pd.DataFrame) -> pd.DataFrame:
     """One row per rollout, 0/1 in each of the columns behaviour() averages (NaN where the run lacks it)."""
     nan = pd.Series(float("nan"), index=rollouts.index)
+    numbers = rollouts["completion"].map(last_number)
+    modal = Counter(n for n in numbers if n).most_common(1)
     return pd.DataFrame({
         "example": rollouts.get("example", pd.Series(range(len(rollouts)), index=rollouts.index)),
         RIGHT: pd.Series([last_number_right(text, str(gold)) for text, gold in
@@ -299,14 +442,19 @@ def _indicators(rollouts: pd.DataFrame) -> pd.DataFrame:
         FORMAT: rollouts["completion"].map(lambda text: float(bool(extract_hash_answer(text)))),
         CUT: (rollouts["finish_reason"] == "length").astype(float) if "finish_reason" in rollouts else nan,
         MULTI: (rollouts["completion"].map(hash_lines) >= 2).astype(float),
+        CONSTANT: (numbers == modal[0][0]).astype(float) if modal else pd.Series(0.0, index=rollouts.index),
+        WRONG_HASH: pd.Series([_wrong_hash(text, gold) for text, gold in zip(rollouts["completion"], rollouts["answer"])],
+                              index=rollouts.index, dtype=float),
     })
 
 
 def behaviour(runs: dict) -> pd.DataFrame:
     """One row per labelled EvalRun: what its completions did, beside what they earned. The right number
     (the reply's last, whatever the format; and after '####', the environment's correct_answer), the '####'
-    format, and the signs of a gamed format: completions cut at max_tokens, their length, the '####' lines
-    per completion and the share with two or more."""
+    format, the signs of a reward earned another way (completions cut at max_tokens, 2+ '####' lines, the run's
+    most common last number, wrong '####' answers), and the length, numbers and '####' lines per completion."""
+    from gsm8k_course import NUMBER
+
     rows = {}
     for label, run in runs.items():
         if run is None:
@@ -314,9 +462,11 @@ def behaviour(runs: dict) -> pd.DataFrame:
         r = run.rollouts
         shares = _indicators(r).drop(columns="example").mean()
         rows[label] = {
-            "rollouts": len(r), **{name: shares[name] for name in (RIGHT, RIGHT_HASH, FORMAT, CUT)},
+            "rollouts": len(r), **{name: shares[name] for name in (RIGHT, RIGHT_HASH, FORMAT)},
+            **{name: shares[name] for name in SIGNS},
             "completion tokens": r["completion_tokens"].mean() if "completion_tokens" in r else float("nan"),
-            "'####' lines per completion": r["completion"].map(hash_lines).mean(), MULTI: shares[MULTI],
+            "numbers per completion": r["completion"].map(lambda text: len(NUMBER.findall(str(text)))).mean(),
+            "'####' lines per completion": r["completion"].map(hash_lines).mean(),
         }
     return pd.DataFrame(rows).T
 
@@ -344,7 +494,74 @@ def side_by_side(before, after, components: list[str], n: int = 3, width: int = 
     return pd.DataFrame(rows)
 
 
-HACK_RISE = 0.2  # a rise of 20 points in cut-off or repeated-'####' completions names the hack
+# ----------------------------------------------------------------------------- which reward trains
+
+
+PLACEHOLDER = "nb02-placeholder"  # bench_learnability's runs of the reward exercise's placeholder (gold_anywhere)
+PLACEHOLDER_WORDS = (
+    "The placeholder pays 1.0 whenever the gold number appears anywhere in the reply (18 is in 118, and in "
+    "'18 - 5 = 13'), so a reply that writes more numbers earns it more often, right or not: it pays for writing "
+    "numbers, not for ending on the right one.")
+
+
+def _agrees_with_placeholder(func) -> bool:
+    """`func` scores every reply of the reward exercise's check as the committed placeholder does."""
+    from gsm8k_course import HashParser
+
+    from helpers.checks.notebook_02 import _last_number_replies
+    from helpers.checks.real_inputs import call_reward
+    from helpers.grpo import gold_anywhere
+
+    try:
+        return all(call_reward(func, completion=c, answer=gold, parser=HashParser()) == gold_anywhere(c, gold)
+                   for c, gold, _ in _last_number_replies())
+    except Exception:  # noqa: BLE001 - a function that raises is not the placeholder
+        return False
+
+
+def which_reward(func, results: str | Path | None = None) -> bool:
+    """Say which reward the training below uses, and return True when it is the learner's finished
+    `last_number_right` (the reward exercise's check passes; the check runs here quietly). Otherwise the function
+    trains as written: the committed placeholder (or another answer that does not pass yet), and what the
+    placeholder taught in its committed runs is shown, from its result file."""
+    from IPython.display import display
+
+    from helpers.checks import check
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        check("02-last-number", func)
+    if "correct — 02-last-number" in said.getvalue():
+        print("The training below uses your last_number_right (its check passed): 1.0 for the right last number, "
+              "whatever the format.")
+        return True
+    what = ("the exercise's placeholder, as committed" if _agrees_with_placeholder(func)
+            else "your function as written (it does not pass its check yet)")
+    print(f"The training below uses {what}: last_number_right is not finished. {PLACEHOLDER_WORDS} Training on it "
+          "is allowed, and section 11 explains what it taught. To train on the right answer instead, finish the "
+          "exercise in section 3 and run the notebook again from there. What the placeholder taught in its "
+          "committed runs (held-out problems, each seed's change beside the mean):")
+    display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
+    return False
+
+
+def reward_note(yours: bool, results: str | Path | None = None) -> None:
+    """After training: which reward this run trained on (`yours`: which_reward's answer), and for the placeholder
+    what it pays for and what its committed runs did, beside this run's own numbers above."""
+    from IPython.display import display
+
+    if yours:
+        print("This run trained on your last_number_right: the rows above are what a reward for the right last "
+              "number taught this seed, beside what nothing paid for.")
+        return
+    print("This run trained on the reward exercise's function as written, not on a reward for the right answer. "
+          f"{PLACEHOLDER_WORDS} In the rows above, look at the right last number, 'cut at max_tokens' and "
+          "'numbers per completion' before and after: a run paid for numbers anywhere is free to fill every reply up "
+          "to the cap with them. The committed runs of the placeholder, each seed's change beside the mean:")
+    display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
+
+
+HACK_RISE = 0.2  # a rise of 20 points or more in a sign is named even when its interval includes 0 (as such)
 
 
 def changes(before, after) -> pd.DataFrame:
@@ -368,40 +585,49 @@ def _said(row: pd.Series) -> str:
             f"{_interval(row['low'], row['high'], digits=0)})")
 
 
+def _beyond_chance(row: pd.Series) -> str:
+    """'rose', 'fell' (the interval excludes 0 on that side) or '' (it includes 0, or was not measured)."""
+    return "rose" if row["low"] > 0 else "fell" if row["high"] < 0 else ""
+
+
 def what_it_learned(before, after) -> str:
-    """In words, from two EvalRuns of the same held-out examples: what the reward made the model do, each
-    change with its interval, and whether the format was earned by gaming it (completions cut at max_tokens,
-    or lists of '####' lines): said only when such a sign rose by HACK_RISE or more and its interval is
-    above 0."""
-    table = changes(before, after)
+    """In words, from two EvalRuns of the same held-out examples: what the reward made the model do, each change
+    with its interval, and the verdict (`verdict`)."""
+    return verdict(changes(before, after))
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """The verdict of a `changes` table, whose words agree with its intervals in every branch: a change is said to
+    rise or fall only where its 95% interval excludes 0; a sign that rose by HACK_RISE or more with an interval
+    that includes 0 is named as not significant; nothing is called gaming, since a table of replies does not say
+    whether the reward paid more for them than for an honest answer (notebook 02's section 12 says how to tell)."""
     n = int(table["examples"].max())
     lines = [f"On {n} held-out examples (a change's interval: paired bootstrap over examples):",
              f"- the right number (the reply's last, whatever the format): {_said(table.loc[RIGHT])}",
              f"- the right number after '####': {_said(table.loc[RIGHT_HASH])}",
              f"- the '#### N' format: {_said(table.loc[FORMAT])}"]
-    signs = {"completions cut at max_tokens": table.loc[CUT], "completions with 2+ '####' lines": table.loc[MULTI]}
+    signs = {what: table.loc[column] for column, what in SIGNS.items() if column in table.index}
     lines += [f"- {what}: {_said(row)}" for what, row in signs.items()]
-    right = table.loc[RIGHT]
-    if right["low"] > 0:
-        lines.append("It answers more of these problems right, beyond chance.")
-    elif right["high"] < 0:
-        lines.append("It answers fewer of these problems right, beyond chance.")
-    else:
-        lines.append("Whether it answers more of these problems right is not significant on these examples.")
-    risen = [what for what, row in signs.items() if row["change"] >= HACK_RISE]
-    sure = [what for what in risen if signs[what]["low"] > 0]
-    if table.loc[FORMAT, "change"] > 0 and sure:
-        lines.append(f"REWARD HACKING: {' and '.join(sure)} rose by {HACK_RISE:.0%} or more, beyond chance. The "
-                     "model earns the format reward " + ("while answering better, " if right["low"] > 0 else
-                                                         "without answering better: ") +
-                     "it writes '#### N' lines, as many as fit, where one answer would do.")
-    elif risen:
-        lines.append(f"Possibly a gamed format: {' and '.join(risen)} rose by {HACK_RISE:.0%} or more, but on "
-                     f"{n} examples the interval includes no change: not significant. More examples (or seeds) "
-                     "would tell.")
-    else:
-        lines.append(f"No sign of a gamed format: neither the share of completions cut at max_tokens nor of "
-                     f"completions with 2+ '####' lines rose by {HACK_RISE:.0%} or more.")
+    right = _beyond_chance(table.loc[RIGHT])
+    lines.append({"rose": "It answers more of these problems right, beyond chance.",
+                  "fell": "It answers fewer of these problems right, beyond chance."}.get(
+        right, "Whether it answers more of these problems right is not significant on these examples "
+               "(the interval includes no change)."))
+    risen = [what for what, row in signs.items() if _beyond_chance(row) == "rose"]
+    unsure = [what for what, row in signs.items() if not _beyond_chance(row) and row["change"] >= HACK_RISE]
+    if risen:
+        named = " and ".join(risen)
+        lines.append(f"Beyond chance, these rose too: {named}. " + (
+            "The right answers rose with them: read the replies (the side-by-side table) before calling it all "
+            "learning." if right == "rose" else
+            "The right answers did not rise with them: what the run learned to write is not a better answer; read "
+            "the replies, and which reward trained, to see whether it earned its reward another way."))
+    if unsure:
+        lines.append(f"Rose by {HACK_RISE:.0%} or more, but the interval includes no change (not significant on "
+                     f"{n} examples): {' and '.join(unsure)}. More examples (or seeds) would tell.")
+    if not risen and not unsure:
+        lines.append("None of the signs of a reward earned another way (cut at max_tokens, 2+ '####' lines, one "
+                     "constant answer, wrong '####' answers) rose beyond chance.")
     return "\n".join(lines)
 
 

@@ -346,7 +346,7 @@ def _eval_run(name, completions, finish_reasons, correct=0.0):
     return EvalRun(name=name, rollouts=pd.DataFrame(rows))
 
 
-def test_what_it_learned_names_reward_hacking_from_the_numbers_with_intervals():
+def test_what_it_learned_names_the_signs_from_the_numbers_with_intervals():
     solved = ["48 + 24 = 72\n#### 72", "I think 70.", "Half is 24, total 72\n#### 72", "It is 72."]
     hacked = ["#### 72\n#### 72\n#### 72\n#### 7", "#### 1\n#### 1\n#### 1", "#### 72\n#### 72", "#### 5\n#### 5"]
     before = _eval_run("before", solved * 5, ["stop"] * 20)
@@ -355,10 +355,11 @@ def test_what_it_learned_names_reward_hacking_from_the_numbers_with_intervals():
     assert table.loc["after", grpo_views.MULTI] == 1.0 and table.loc["before", grpo_views.MULTI] == 0.0
     assert table.loc["after", grpo_views.CUT] == 1.0 and table.loc["before", grpo_views.FORMAT] == 0.5
     verdict = grpo_views.what_it_learned(before, after)
-    assert "REWARD HACKING" in verdict and "2+ '####' lines: 0% -> 100% (+100%, 95% interval +100% to +100%)" in verdict
+    assert "2+ '####' lines: 0% -> 100% (+100%, 95% interval +100% to +100%)" in verdict
+    assert "Beyond chance, these rose too: completions cut at max_tokens and completions with 2+ '####' lines" in verdict
     assert "On 20 held-out examples" in verdict
     honest = _eval_run("after", solved[:2] * 10, ["stop"] * 20)
-    assert "No sign of a gamed format" in grpo_views.what_it_learned(before, honest)
+    assert "None of the signs of a reward earned another way" in grpo_views.what_it_learned(before, honest)
     shown = grpo_views.side_by_side(before, after, ["hash_format"], n=2)
     assert list(shown["gold"]) == ["72", "72"] and "⏎" in shown.loc[0, "after: completion"]
 
@@ -368,7 +369,7 @@ def test_what_it_learned_says_not_significant_when_the_interval_spans_zero():
     before = _eval_run("before", ["#### 72"] * 4, ["stop"] * 4)
     after = _eval_run("after", ["#### 72"] * 4, ["length", "stop", "stop", "stop"])
     verdict = grpo_views.what_it_learned(before, after)
-    assert "REWARD HACKING" not in verdict and "not significant" in verdict
+    assert "Beyond chance, these rose" not in verdict and "not significant" in verdict
     assert "cut at max_tokens: 0% -> 25% (+25%, 95% interval +0% to +75%, not significant)" in verdict
     row = grpo_views.changes(before, after).loc[grpo_views.CUT]
     assert row["low"] == 0.0 and row["examples"] == 4

@@ -1,6 +1,7 @@
-"""Checks of notebook 02's exercises (GRPO): advantages, a knob that kills the signal, the rubric as
-TRL reward functions, and a reward that the '#### N' list (the hack) cannot earn. The two functions are run
-next to the reference on replies built from GSM8K rows of both splits (real_inputs)."""
+"""Checks of notebook 02's exercises (GRPO): the right last number, the rubric as TRL reward functions,
+advantages, a knob that kills the signal, GRPO's loss (against a reference on made-up inputs and against the
+trainer's own loss on its last step), and a format term paid only with the right answer. The reward functions
+are run next to the reference on replies built from GSM8K rows of both splits (real_inputs)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def _course_rubrics() -> tuple:
     import verifiers as vf
     from gsm8k_course import HashParser, correct_answer, make_parser, make_rubric
 
-    from helpers.grpo import one_answer_line
+    from helpers.grpo import right_answer_line
 
     warns = logging.getLogger("verifiers.parsers.ThinkParser")  # its warning is for notebook 01's model, not here
     warns.disabled = True
@@ -92,7 +93,7 @@ def _course_rubrics() -> tuple:
     finally:
         warns.disabled = False
     return (*course, vf.Rubric(funcs=[last_number_right, correct_answer], weights=[1.0, 0.0], parser=HashParser()),
-            vf.Rubric(funcs=[last_number_right, one_answer_line, correct_answer], weights=[1.0, 0.5, 0.0],
+            vf.Rubric(funcs=[last_number_right, right_answer_line, correct_answer], weights=[1.0, 0.5, 0.0],
                       parser=HashParser()))
 
 
@@ -226,15 +227,20 @@ def _adapter_difference(func, name: str, keywords: dict, batch, expected: list, 
             + (f"; {gold_hint(gold)}" if gold_hint(gold) else ""))
 
 
-# ----------------------------------------------------------------------------- a reward the hack cannot earn
+# ----------------------------------------------------------------------------- a format term paid only with the answer
 
-HACK_CASES = [  # (reply, expected score, what a wrong score here means)
-    ("48 / 2 = 24, 48 + 24 = 72.\n#### 72", 1.0, "a worked answer ending in '#### 72' must earn 1.0"),
+LINE_CASES = [  # (reply, expected score, what a wrong score here means); the gold answer is 72
+    ("48 / 2 = 24, 48 + 24 = 72.\n#### 72", 1.0, "a worked answer ending in '#### 72' (the gold) must earn 1.0"),
     ("#### 72\nThe answer is: 72", 1.0,
-     "text after the one answer line is fine (SmolLM2 often writes it): only a second '####' is the hack"),
-    ("Total: $1,200\n#### 1,200", 1.0, "'#### 1,200' is a number too (use extract_hash_answer)"),
-    ("#### 72\n#### 72\n#### 72\n#### 72", 0.0, "a list of '#### N' lines is the hack: only ONE '####' earns it"),
-    ("#### 72\n#### 12\n#### 72", 0.0, "several '####' lines earn 0, whatever they say"),
+     "text after the one answer line is fine (SmolLM2 often writes it): only a second '####' is a list"),
+    ("Total: 72 apples\n#### 72.00", 1.0, "'#### 72.00' is 72 (compare with canonical_number)"),
+    ("#### 9", 0.0, ("a '####' answer that is wrong must earn 0: a constant '#### 9' to every problem collected a "
+                    "format term that paid for any number, whatever the answer")),
+    ("It is 72.\n#### 70", 0.0, ("the number after '####' is the answer, not the last number before it: '#### 70' "
+                                "is wrong")),
+    ("So the answer is 72.", 0.0, "no '####' line earns 0: this term pays for the answer line the prompt asks for"),
+    ("#### 72\n#### 72\n#### 72\n#### 72", 0.0, "a list of '#### N' lines earns 0: only ONE '####' earns it"),
+    ("#### 12\n#### 72", 0.0, "several '####' lines earn 0, whatever they say"),
     ("The answer is #### 72 #### 72", 0.0, "count the '####' markers, not the lines: two on one line are two"),
     ("First, 48 divided by 2 is 24. Then we add 48 and", 0.0, "a reply cut before its answer earns 0"),
     ("So the answer is\n#### seventy-two", 0.0, "'#### seventy-two' holds no number"),
@@ -242,25 +248,26 @@ HACK_CASES = [  # (reply, expected score, what a wrong score here means)
 ]
 
 
-def _hack_replies() -> list[tuple[list[dict], str, str]]:
+def _line_replies() -> list[tuple[list[dict], str, str]]:
     """(completion, gold, what it is) over GSM8K rows: one answer line (the gold as GSM8K writes it, plain, wrong,
-    with text after it, with no space after the marker), the hack's lists on separate lines and on one line,
-    no answer; then the shared completions with a '####' line (the gold written every way, near misses, text
-    after it, two '####' lines with different numbers, none, several messages)."""
+    with text after it, with no space after the marker), lists on separate lines and on one line, no answer; then
+    the shared completions with a '####' line (the gold written every way, near misses, text after it, two '####'
+    lines with different numbers, none, several messages)."""
     from gsm8k_course import canonical_number
 
     cases = []
     for question, gold in gsm8k_rows():
         number = canonical_number(gold)
         wrong = write_number(float(number) + 1)
-        texts = [(f"{question[:80]}\nSo the answer is {gold}.\n#### {gold}", "one answer line"),
-                 (f"#### {number}\nThe answer is: {number}", "one answer line, then text"),
-                 (f"I think it is {wrong}.\n#### {wrong}", "one answer line (a wrong number has the format too)"),
-                 (f"So the total is {number}.\n####{number}", "one answer line, no space after the marker"),
-                 (f"#### {gold}\n#### {gold}", "two '####' lines: the hack"),
-                 (f"#### {gold} #### {gold}", ("two '####' markers on one line that starts with one: the hack (count "
+        texts = [(f"{question[:80]}\nSo the answer is {gold}.\n#### {gold}", "one right answer line"),
+                 (f"#### {number}\nThe answer is: {number}", "one right answer line, then text"),
+                 (f"I think it is {wrong}.\n#### {wrong}", "one answer line with a wrong number: it must earn 0"),
+                 (f"So the total is {number}.\n####{number}", "one right answer line, no space after the marker"),
+                 (f"So it is {number}.\n#### {wrong}", "the right number before a wrong '####' answer: it must earn 0"),
+                 (f"#### {gold}\n#### {gold}", "two '####' lines: a list earns 0"),
+                 (f"#### {gold} #### {gold}", ("two '####' markers on one line that starts with one: a list (count "
                                                "the '####' markers, not the lines)")),
-                 (f"It is {wrong}, so #### {wrong} #### {gold}", "two '####' markers on one line: the hack"),
+                 (f"It is {wrong}, so #### {wrong} #### {gold}", "two '####' markers on one line: a list"),
                  (f"{question[:80]}", "no answer line"),
                  (f"So the answer is {gold}\n####", "a '####' with no number after it")]
         cases += [([{"role": "assistant", "content": text}], gold, what) for text, what in texts]
@@ -303,21 +310,22 @@ def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None
 
 
 @checks_exercise("02-close-the-hack")
-def close_the_hack(func) -> str | None:
-    """func(completion) -> 1.0 only when the reply holds exactly one '####' with a number after it; tried next to
-    the course's reference (helpers.grpo.one_answer_line)."""
-    from helpers.grpo import one_answer_line
+def right_answer_line(func) -> str | None:
+    """func(completion, answer) -> 1.0 only when the reply holds exactly one '####' and the number after it is the
+    gold answer; tried next to the course's reference (helpers.grpo.right_answer_line)."""
+    from helpers.grpo import right_answer_line as reference
 
     if not callable(func):
-        return "one_answer_line should be a reward function: def one_answer_line(completion, **kwargs) -> float"
+        return ("right_answer_line should be a reward function: "
+                "def right_answer_line(completion, answer, **kwargs) -> float")
     if not_your_own(func):
         return not_your_own(func)
-    cases = [([{"role": "assistant", "content": text}], "72", expected, hint) for text, expected, hint in HACK_CASES]
-    number = ("one '####' with a number after it earns 1.0, whatever the number: extract_hash_answer reads every way "
-              "a number is written ('$18', '-3', '1,000', '0.5.')")
-    cases += [(completion, gold, None, f"{what}; {number}") for completion, gold, what in _hack_replies()]
+    cases = [([{"role": "assistant", "content": text}], "72", expected, hint) for text, expected, hint in LINE_CASES]
+    number = ("one '####' whose number is the gold answer earns 1.0: extract_hash_answer reads every way a number is "
+              "written ('$18', '-3', '1,000', '0.5.'), and canonical_number makes both sides the same number")
+    cases += [(completion, gold, None, f"{what}; {number}") for completion, gold, what in _line_replies()]
     # section 12 scores it through grpo.RubricRewards only, which awaits it: an async def is fine there
-    return _reward_difference(func, cases, lambda completion, gold: one_answer_line(completion), adapter_call=False)
+    return _reward_difference(func, cases, lambda completion, gold: reference(completion, gold), adapter_call=False)
 
 
 # ----------------------------------------------------------------------------- the right last number
@@ -381,3 +389,147 @@ def last_number_reward(func) -> str | None:
         return not_your_own(func)
     cases = [(completion, gold, None, what) for completion, gold, what in _last_number_replies()]
     return _reward_difference(func, cases, last_number_right, adapter_call=True)
+
+
+# ----------------------------------------------------------------------------- GRPO's loss, as TRL 0.24 computes it
+
+
+def _loss_reference(rewards, logps, old_logps, mask, num_generations: int, epsilon: float = 0.2, mistake: str = ""):
+    """TRL 0.24's GRPO loss for notebook 02's settings (scale_rewards "group", beta 0, loss_type "dapo" in one
+    process, epsilon_high = epsilon): group-normalised advantages, the clipped ratio, the token average. With
+    `mistake`, the same computation with one of the mistakes the check names."""
+    import torch
+
+    grouped = rewards.float().view(-1, num_generations)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    std = grouped.std(dim=1, keepdim=True, unbiased=mistake != "std over n")
+    advantages = (centred if mistake == "not normalised" else centred / (std + 1e-4)).reshape(-1, 1)
+    ratio = torch.exp(logps.float() - old_logps.float())
+    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
+    if mistake == "no clipping":
+        per_token = -ratio * advantages
+    elif mistake == "wrong side":
+        per_token = -torch.max(ratio * advantages, clipped * advantages)
+    else:
+        per_token = -torch.min(ratio * advantages, clipped * advantages)
+    if mistake == "no minus":
+        per_token = -per_token
+    mask = mask.float()
+    if mistake == "mask ignored":
+        return per_token.mean()
+    if mistake == "mean over completions":
+        return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).mean()
+    return (per_token * mask).sum() / mask.sum().clamp(min=1)
+
+
+LOSS_MISTAKES = {  # mistake -> its hint
+    "mean over completions": ("that is the mean over completions of each one's token mean (TRL's loss_type 'grpo'); "
+                              "TRL 0.24's default 'dapo' sums over every completion token of the batch and divides "
+                              "by their number, so a long completion weighs more than a short one"),
+    "no clipping": ("no clipping: the ratio is taken as it is; clip it to [1 - epsilon, 1 + epsilon] and keep the "
+                    "smaller of ratio x advantage and clipped ratio x advantage"),
+    "wrong side": ("the larger of ratio x advantage and clipped ratio x advantage was kept; PPO's objective keeps the "
+                   "smaller (torch.min), so a step never gains from pushing the ratio past the clip"),
+    "not normalised": "the advantages are reward minus the group's mean; divide by the group's standard deviation + 1e-4",
+    "std over n": "close: torch.std divides by n - 1 (the group's size - 1), not by n",
+    "mask ignored": ("the padding counted: average over the completion tokens only (mask 1), not over every position "
+                     "of the padded batch"),
+    "no minus": "the sign: the loss is minus the objective (the optimizer minimises it)",
+}
+
+
+def _loss_inputs() -> list[tuple[dict, str]]:
+    """(keywords, what they are): made-up batches shaped like a step's (completions x tokens), with ratios away from
+    1 on both sides of the clip, completions of different lengths padded with nonsense log-probabilities, rewards
+    that give advantages of both signs and a group whose rewards are all equal (advantages 0)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    cases = []
+    for groups, size, tokens, epsilon in ((3, 4, 6, 0.2), (2, 3, 5, 0.1), (4, 2, 7, 0.28)):
+        n = groups * size
+        rewards = torch.randint(0, 3, (n,), generator=generator).float() * 0.5
+        rewards[:size] = 1.0  # the first group: all equal
+        logps = -torch.rand(n, tokens, generator=generator) * 3
+        old = logps - (torch.rand(n, tokens, generator=generator) - 0.45) * 1.2  # ratios about 0.55 to 1.9
+        lengths = torch.randint(1, tokens + 1, (n,), generator=generator)
+        lengths[-1] = tokens
+        mask = (torch.arange(tokens)[None, :] < lengths[:, None]).int()
+        logps = torch.where(mask.bool(), logps, torch.full_like(logps, -20.0))  # padding: not a real log-prob
+        cases.append(({"rewards": rewards, "logps": logps, "old_logps": old, "mask": mask, "num_generations": size,
+                       "epsilon": epsilon},
+                      f"{groups} groups of {size} completions, up to {tokens} tokens, epsilon {epsilon}"))
+    return cases
+
+
+def _loss_of(func, keywords: dict) -> float:
+    import torch
+
+    copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in keywords.items()}
+    return float(func(**copies))
+
+
+def _trainer_batch() -> dict | None:
+    """The last step's batch and loss of a ServerRolloutGRPOTrainer in this kernel (None: no such step yet), when
+    it was computed as this exercise computes it (beta 0, 'dapo', the same epsilon both sides, 'group')."""
+    from helpers.local import server_rollouts
+
+    batch = server_rollouts.last_loss_batch
+    if batch is None:
+        return None
+    if (batch["beta"], batch["loss_type"], batch["scale_rewards"]) != (0.0, "dapo", "group") \
+            or batch["epsilon"] != batch["epsilon_high"]:
+        print(f"(the trainer's last step used beta={batch['beta']}, loss_type={batch['loss_type']!r}, "
+              f"scale_rewards={batch['scale_rewards']!r}: this exercise's loss is for beta 0, 'dapo' and 'group', so "
+              "it was compared on made-up batches only)")
+        return None
+    return batch
+
+
+@checks_exercise("02-grpo-loss")
+def grpo_loss(func) -> str | None:
+    """func(rewards, logps, old_logps, mask, num_generations, epsilon) -> the loss TRL 0.24 computes for notebook
+    02's settings: next to the reference on made-up batches where clipping, padding and both advantage signs
+    matter, then on the trainer's own last step (its batch, and the loss TRL computed from it)."""
+    import torch
+
+    if not callable(func):
+        return "grpo_loss should be a function: def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2)"
+    if not_your_own(func):
+        return not_your_own(func)
+    for keywords, what in _loss_inputs():
+        try:
+            got = _loss_of(func, keywords)
+        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            return (f"on a batch of {what}, it raised {type(e).__name__}: {e}. The arguments are torch tensors: "
+                    "rewards (completions), logps, old_logps and mask (completions x tokens)")
+        expected = float(_loss_reference(**keywords))
+        if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-6):
+            continue
+        for mistake, hint in LOSS_MISTAKES.items():
+            if math.isclose(got, float(_loss_reference(**keywords, mistake=mistake)), rel_tol=1e-4, abs_tol=1e-6):
+                return f"on a batch of {what}: {hint}"
+        return (f"on a batch of {what}, your loss is {got:.6f}, TRL's {expected:.6f}: advantages per group (reward - "
+                "mean) / (std + 1e-4), ratio = exp(logps - old_logps), per token -min(ratio x A, clip(ratio) x A), "
+                "summed over the completion tokens (mask 1) and divided by their number")
+    batch = _trainer_batch()
+    if batch is None:
+        print("(no step of the trainer in this kernel to compare with yet: compared on made-up batches only)")
+        return None
+    keywords = {k: batch[k] for k in ("rewards", "logps", "old_logps", "mask", "num_generations", "epsilon")}
+    try:
+        got = _loss_of(func, keywords)
+    except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+        return f"on the trainer's last step (step {batch['step']}) it raised {type(e).__name__}: {e}"
+    trl = batch["loss"]
+    if not math.isclose(got, trl, rel_tol=1e-3, abs_tol=1e-5):
+        if not math.isclose(float(_loss_reference(**keywords)), trl, rel_tol=1e-3, abs_tol=1e-5):
+            print(f"(the course's reference gives {float(_loss_reference(**keywords)):.6f} on the trainer's last step, "
+                  f"where TRL computed {trl:.6f}: a TRL other than 0.24? compared on made-up batches only)")
+            return None
+        return (f"on the trainer's last step (step {batch['step']}: {len(batch['rewards'])} completions, "
+                f"{int(batch['mask'].sum())} tokens), your loss is {got:.6f}, the trainer's {trl:.6f}")
+    tokens = int(torch.as_tensor(batch["mask"]).sum())
+    print(f"On the trainer's last step (step {batch['step']}: {len(batch['rewards'])} completions, {tokens} tokens) "
+          f"your loss is {got:.6f} and TRL's {trl:.6f}.")
+    return None

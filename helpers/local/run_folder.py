@@ -107,8 +107,22 @@ def explain_failures(output_dir: str | Path):
     except (RuntimeError, MemoryError) as e:
         text = str(e).lower()
         if isinstance(e, MemoryError) or "out of memory" in text or "can't allocate" in text:
-            raise TrainingOutOfMemory(
-                "Training ran out of memory. Lower num_generations, per_device_train_batch_size or "
-                "max_completion_length (each scales what a step holds in memory), close other notebooks, then "
-                f"run again: it resumes from the last checkpoint in {display_path(Path(output_dir))}.") from e
+            raise TrainingOutOfMemory(out_of_memory_advice(output_dir)) from e
         raise
+
+
+MEMORY_FIELDS = ("per_device_train_batch_size", "num_generations", "max_completion_length")  # each scales a step
+
+
+def out_of_memory_advice(output_dir: str | Path) -> str:
+    """What to do when training ran out of memory, and what each choice does to the run: freeing memory keeps the
+    settings, so the training cell resumes from the last checkpoint; a smaller step changes a TRAINING_FIELDS
+    setting, so the run starts over (prepare_run_dir keeps the earlier one aside)."""
+    saved = last_checkpoint(output_dir)
+    resumes = (f"resumes from {Path(saved).name} in {display_path(Path(output_dir))}" if saved
+               else "starts from the beginning (no checkpoint was saved yet)")
+    return ("Training ran out of memory. Either free memory (close other notebooks, kernels and programs) and run the "
+            f"training cell again with the same settings: it {resumes}. Or make a step smaller: lower "
+            f"{', '.join(MEMORY_FIELDS[:-1])} or {MEMORY_FIELDS[-1]} (each scales what a step holds in memory), run the "
+            "cells from the configuration on: these are training settings, so the run starts over from step 0 "
+            "(the earlier run is kept aside, not resumed).")

@@ -3,11 +3,14 @@
 running model.generate itself; and how far that server's policy is from the trainer's model.
 
 Notebook 02 builds `ServerRolloutGRPOTrainer(..., policy_server=server)` where it would build
-`trl.GRPOTrainer(...)`, and shows the one method that differs.
+`trl.GRPOTrainer(...)`, and shows the one method that differs. Each step's loss inputs and the loss TRL computed
+from them are kept (detached, `last_loss_batch`) for notebook 02's loss exercise, which checks a learner's loss
+against the trainer's own.
 """
 
 from __future__ import annotations
 
+import torch
 from trl import GRPOTrainer
 from trl.data_utils import maybe_apply_chat_template
 
@@ -20,12 +23,56 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
     verifiers' trainer pushes weights to its vLLM server. The loss is TRL's, on the sampled token
     ids; the server's per-token log-probabilities are kept in `last_sampling_logprobs`. For memory, the
     loss's log-probabilities are computed a chunk of tokens at a time (helpers.local.chunked_logps: the same
-    values, without a whole batch of logits) and the server is stopped while the update runs."""
+    values, without a whole batch of logits) and the server is stopped while the update runs. The last step's
+    loss inputs and loss are kept in `last_loss_batch` (and the module's `last_loss_batch`)."""
 
     def __init__(self, *args, policy_server, **kwargs):
         super().__init__(*args, **kwargs)
         self.policy_server = policy_server
         self.last_sampling_logprobs: list[list[float]] = []
+        self.last_loss_batch: dict | None = None
+        self._last_logps = self._last_rewards = None
+
+    # ---- the last step's loss, kept for notebook 02's loss exercise (nothing here changes what TRL computes)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        weights = self.reward_weights.to(per_func.device).unsqueeze(0)
+        self._last_rewards = (per_func * weights).nansum(dim=1).detach().float().clone()  # TRL's own weighted sum
+        return per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self._last_rewards is not None and len(self._last_rewards) == len(output["advantages"]):
+            # TRL shuffles a batch's rows before the loss: these two travel with them, so the kept batch is put back
+            # in the order it was sampled in (each prompt's group together)
+            output["course_rewards"], output["course_order"] = self._last_rewards, torch.arange(len(self._last_rewards))
+        return output
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        logps, entropies = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        self._last_logps = logps.detach().float().clone()
+        return logps, entropies
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's loss, unchanged; what it was computed from (each completion's reward, the per-token
+        log-probabilities and the old ones, the completion mask, the advantages, num_items_in_batch), in the order
+        the completions were sampled, and its value are kept, detached, for the loss exercise (32 x 48 numbers)."""
+        global last_loss_batch
+        self._last_logps = None
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self._last_logps is not None and "course_order" in inputs:
+            back = torch.argsort(inputs["course_order"])
+            old = inputs.get("old_per_token_logps")
+            old = self._last_logps if old is None else old.detach().float()  # TRL's own choice (_compute_loss)
+            self.last_loss_batch = last_loss_batch = {
+                "rewards": inputs["course_rewards"][back], "num_generations": self.num_generations,
+                "logps": self._last_logps[back], "old_logps": old[back],
+                "advantages": inputs["advantages"].detach().float()[back], "mask": inputs["completion_mask"][back],
+                "num_items_in_batch": int(inputs["num_items_in_batch"]), "epsilon": self.epsilon_low,
+                "epsilon_high": self.epsilon_high, "loss_type": self.loss_type, "beta": self.beta,
+                "scale_rewards": self.scale_rewards, "loss": float(loss.detach()), "step": self.state.global_step + 1}
+        return loss
 
     def _generate_single_turn(self, prompts: list, images: list | None):
         if images is not None:
@@ -46,6 +93,9 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
         # now, its memory (~0.4 GB) is free for the update, the step's peak (issue 39: an 8 GB laptop).
         self.policy_server.stop()
         return prompt_ids, [c.token_ids for c in completions], None, {}
+
+
+last_loss_batch: dict | None = None  # the latest step's, of any ServerRolloutGRPOTrainer in this process
 
 
 def sampling_mismatch(server, model, prompt_ids: list[list[int]], n: int = 4, max_tokens: int = 64,

@@ -1,0 +1,285 @@
+"""Notebook 02's views and its loss exercise, without a model: the verdict's words against its intervals (a test per
+branch, on constructed tables), the signs of a reward earned another way, the result-file tables (per seed, "rose
+in k of n seeds", "not measured yet"), which reward trains, the live view's charts, the loss check's reference
+against TRL 0.24's own `_compute_loss`, and the out-of-memory advice."""
+
+import json
+from collections import defaultdict
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from helpers import grpo_views
+from helpers.checks import CHECKS, _load_checks
+from helpers.checks import notebook_02 as checks_02
+from helpers.evaluation import EvalRun
+from helpers.local import run_folder, server_rollouts
+
+# ----------------------------------------------------------------------------- the verdict, branch by branch
+
+
+def _table(right=(0.2, 0.4, 0.1, 0.3), **signs) -> pd.DataFrame:
+    """A `changes` table: (before, after, low, high) for the right number and each sign (no change by default)."""
+    rows = {grpo_views.RIGHT: right, grpo_views.RIGHT_HASH: (0.1, 0.1, -0.05, 0.05),
+            grpo_views.FORMAT: (0.4, 0.4, -0.05, 0.05)}
+    for column in grpo_views.SIGNS:
+        rows[column] = (0.1, 0.1, -0.05, 0.05)
+    names = {"cut": grpo_views.CUT, "multi": grpo_views.MULTI, "constant": grpo_views.CONSTANT,
+             "wrong": grpo_views.WRONG_HASH}
+    rows.update({names[key]: value for key, value in signs.items()})
+    return pd.DataFrame({name: {"before": b, "after": a, "change": a - b, "low": lo, "high": hi, "examples": 50}
+                         for name, (b, a, lo, hi) in rows.items()}).T
+
+
+def test_right_up_and_no_sign_rose():
+    said = grpo_views.verdict(_table())
+    assert "It answers more of these problems right, beyond chance." in said
+    assert "None of the signs of a reward earned another way" in said and "Beyond chance, these rose" not in said
+
+
+def test_right_down_beyond_chance():
+    said = grpo_views.verdict(_table(right=(0.4, 0.2, -0.3, -0.1)))
+    assert "It answers fewer of these problems right, beyond chance." in said
+
+
+def test_right_within_chance_is_not_called_a_rise():
+    said = grpo_views.verdict(_table(right=(0.2, 0.25, -0.02, 0.12)))
+    assert "not significant on these examples (the interval includes no change)" in said
+    assert "It answers more" not in said and "It answers fewer" not in said
+
+
+def test_a_sign_that_rose_beyond_chance_while_right_answers_fell_is_named_as_such():
+    """The placeholder's run (issue 40): cut replies 67% -> 100%, interval +24 to +42, right answers down. The old
+    verdict said the interval 'includes no change'; the words now follow the interval."""
+    said = grpo_views.verdict(_table(right=(0.21, 0.085, -0.2, -0.05), cut=(0.67, 1.0, 0.24, 0.42)))
+    assert "completions cut at max_tokens: 67% -> 100% (+33%, 95% interval +24% to +42%)" in said
+    assert "Beyond chance, these rose too: completions cut at max_tokens." in said
+    assert "did not rise with them" in said
+    assert "Rose by 20% or more, but the interval includes no change" not in said
+
+
+def test_a_sign_that_rose_with_the_right_answers_asks_to_read_the_replies():
+    said = grpo_views.verdict(_table(constant=(0.1, 0.5, 0.3, 0.5)))
+    assert "Beyond chance, these rose too: completions whose last number is the run's most common one." in said
+    assert "The right answers rose with them" in said
+
+
+def test_a_large_rise_whose_interval_includes_zero_is_called_not_significant_and_nothing_more():
+    said = grpo_views.verdict(_table(multi=(0.0, 0.25, 0.0, 0.75)))
+    assert "Rose by 20% or more, but the interval includes no change (not significant on 50 examples): " \
+           "completions with 2+ '####' lines." in said
+    assert "Beyond chance, these rose" not in said and "None of the signs" not in said
+
+
+def test_a_sign_that_fell_is_not_a_rise():
+    said = grpo_views.verdict(_table(cut=(0.6, 0.0, -0.7, -0.5)))
+    assert "None of the signs of a reward earned another way" in said
+
+
+def _eval_run(completions, answers, finish="stop"):
+    rows = [{"example": i, "rollout": 0, "answer": gold, "completion": text, "finish_reason": finish,
+             "completion_tokens": len(text.split()), "correct_answer": 0.0, "reward": 0.0}
+            for i, (text, gold) in enumerate(zip(completions, answers))]
+    return EvalRun(name="run", rollouts=pd.DataFrame(rows))
+
+
+def test_a_constant_answer_and_wrong_answer_lines_are_measured_from_the_replies():
+    answers = [str(n) for n in range(3, 23)]
+    before = _eval_run([f"{a} + 0 = {a}" for a in answers], answers)
+    after = _eval_run(["#### 9"] * 20, answers)
+    table = grpo_views.behaviour({"before": before, "after": after})
+    assert table.loc["after", grpo_views.CONSTANT] == 1.0 and table.loc["before", grpo_views.CONSTANT] == 0.05
+    assert table.loc["after", grpo_views.WRONG_HASH] == 0.95  # '#### 9' is right for the gold 9 only
+    assert table.loc["before", "numbers per completion"] == 3.0
+    said = grpo_views.what_it_learned(before, after)
+    assert "completions whose last number is the run's most common one: 5% -> 100%" in said
+    assert "It answers fewer of these problems right, beyond chance." in said
+
+
+# ----------------------------------------------------------------------------- the result files
+
+
+def _summary_entry(before, after_per_seed, per_seed, boot=(0.01, 0.2), t=(-0.1, 0.4)):
+    return {"meaning": "", "before": before, "after": sum(after_per_seed) / len(after_per_seed),
+            "after_per_seed": after_per_seed, "change": {"mean": sum(per_seed) / len(per_seed),
+                                                         "bootstrap_95": list(boot), "t_95_over_seeds": list(t),
+                                                         "per_seed": per_seed},
+            "rose_in": sum(x > 0 for x in per_seed), "fell_in": sum(x < 0 for x in per_seed), "seeds": len(per_seed)}
+
+
+@pytest.fixture
+def results(tmp_path):
+    signs = {"pass1": _summary_entry(0.2, [0.5, 0.4, 0.1], [0.3, 0.2, -0.1]),
+             "constant": _summary_entry(0.1, [0.9, 0.1, 0.1], [0.8, 0.0, 0.0], boot=(0.1, 0.4), t=(-0.5, 1.0))}
+    confirm = {"problems": 248, "samples": 8, "greedy": _summary_entry(0.3, [0.4, 0.4], [0.1, 0.1])}
+    record = {"base": {"n": 100}, "summary": {"seeds": [0, 1, 2], "steps": 36, "signs": signs, "confirm": confirm}}
+    (tmp_path / "learnability-fake-2026-12-06.json").write_text(json.dumps(record))
+    return tmp_path
+
+
+def test_seeds_table_gives_each_seed_and_how_many_rose(results):
+    table = grpo_views.seeds_table("fake", results=results)
+    row = table.loc[grpo_views.KINDS["pass1"]]
+    assert row["seeds"] == "rose in 2 of 3 seeds, fell in 1" and row["per seed"] == "+30%, +20%, -10%"
+    assert row["95% interval over problems"] == "+1.0% to +20.0%"
+    assert row["95% interval over seeds"] == "-10.0% to +40.0%, not significant"
+    assert table.loc[grpo_views.KINDS["greedy"], "before"] == "not measured yet"  # not in this file's signs
+    assert table.index.name == "fake: 3 seeds, 36 steps, 100 problems"
+    confirm = grpo_views.seeds_table("fake", block="confirm", results=results)
+    assert confirm.loc[grpo_views.KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
+    assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems"
+
+
+def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
+    assert "not measured yet" in grpo_views.seeds_table("absent", results=results).columns
+    (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps({"base": {"n": 100}, "summary": {"seeds": [0]}}))
+    said = grpo_views.seeds_table("old", block="confirm", results=results)
+    assert said.loc["old", "not measured yet"] == "no 'confirm' block in its file"
+    arms = grpo_views.arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
+    assert arms.loc["not yet", "seeds"] == "not measured yet"
+    assert arms.loc["here", grpo_views.KINDS["pass1"]] == "20% -> 33% (+13.3%; rose in 2 of 3 seeds, fell in 1)"
+    assert arms.loc["here", grpo_views.KINDS["greedy"]] == "not measured"
+
+
+def test_older_files_give_their_measures_with_seeds_too():
+    """Files written before the 'signs' block (e.g. notebook 02's design before issue 40) still give pass@1 and
+    greedy per seed, from their diff_* keys."""
+    table = grpo_views.seeds_table("arith-short-bf16-36")
+    record = grpo_views.result_record("arith-short-bf16-36")
+    per_seed = record["summary"]["diff_lenient"]["per_seed"]
+    greedy = table.loc[grpo_views.KINDS["greedy"]]
+    assert greedy["seeds"] == f"rose in {sum(x > 0 for x in per_seed)} of {len(per_seed)} seeds, fell in 1"
+
+
+# ----------------------------------------------------------------------------- which reward trains
+
+
+def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, capsys, monkeypatch):
+    from helpers.grpo import gold_anywhere, last_number_right
+
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
+
+    def placeholder(completion, answer, **kwargs):
+        return gold_anywhere(completion, answer)
+
+    assert grpo_views.which_reward(placeholder) is False
+    said = capsys.readouterr().out
+    assert "the exercise's placeholder, as committed" in said and "TABLE" in said
+    assert "not yet" not in said  # the check ran quietly
+
+    def other(completion, answer, **kwargs):
+        return 0.0
+
+    assert grpo_views.which_reward(other) is False
+    assert "your function as written (it does not pass its check yet)" in capsys.readouterr().out
+
+    def yours(completion, answer, **kwargs):
+        return last_number_right(completion[-1]["content"], answer)
+
+    assert grpo_views.which_reward(yours) is True
+    assert "uses your last_number_right" in capsys.readouterr().out
+    grpo_views.reward_note(False)
+    assert "numbers per completion" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the live view's charts
+
+
+def test_the_reward_chart_has_its_rolling_mean_and_the_cut_share_its_own_panel():
+    metrics = pd.DataFrame({"reward": [0.1, 0.6, 0.0, 0.5, 0.2, 0.4], "clipped_ratio": [0.6, 0.5, 0.4, 0.2, 0.1, 0.0]},
+                           index=range(1, 7))
+    _, axes = grpo_views._figure(10, 3, 1, 2)
+    grpo_views._draw_rewards(axes[0, 0], metrics, [])
+    grpo_views._draw_cut(axes[0, 1], metrics)
+    raw, mean = axes[0, 0].get_lines()
+    assert list(raw.get_ydata()) == [0.1, 0.6, 0.0, 0.5, 0.2, 0.4]
+    assert mean.get_ydata()[-1] == pytest.approx((0.6 + 0.0 + 0.5 + 0.2 + 0.4) / 5)
+    assert len(axes[0, 1].get_lines()) == 2 and "cut" in axes[0, 1].get_title()
+    assert len(grpo_views.plot_metrics(metrics, []).axes) == 8
+
+
+# ----------------------------------------------------------------------------- the loss exercise
+
+
+def _trl_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2) -> float:
+    """TRL 0.24's GRPOTrainer._compute_loss itself, on a stand-in trainer whose model gives `logps`: the
+    advantages as TRL's _generate_and_score_completions computes them (group mean, group std + 1e-4)."""
+    from trl import GRPOTrainer
+
+    grouped = rewards.view(-1, num_generations)
+    std = grouped.std(dim=1).repeat_interleave(num_generations)
+    advantages = (rewards - grouped.mean(dim=1).repeat_interleave(num_generations)) / (std + 1e-4)
+    accelerator = SimpleNamespace(num_processes=1, gather=lambda x: x)
+    trainer = SimpleNamespace(
+        _get_per_token_logps_and_entropies=lambda *a, **k: (logps, torch.zeros_like(logps)), top_entropy_quantile=1.0,
+        beta=0.0, importance_sampling_level="token", epsilon_low=epsilon, epsilon_high=epsilon,
+        args=SimpleNamespace(delta=None), use_vllm=False, loss_type="dapo", accelerator=accelerator,
+        model=SimpleNamespace(training=True), _metrics={"train": defaultdict(list)})
+    n, tokens = logps.shape
+    inputs = {"prompt_ids": torch.zeros(n, 2, dtype=torch.long), "prompt_mask": torch.ones(n, 2, dtype=torch.long),
+              "completion_ids": torch.zeros(n, tokens, dtype=torch.long), "completion_mask": mask,
+              "advantages": advantages, "old_per_token_logps": old_logps, "num_items_in_batch": mask.sum()}
+    return float(GRPOTrainer._compute_loss(trainer, None, inputs))
+
+
+def test_the_loss_reference_is_trls_own_loss_where_clipping_and_padding_matter():
+    for keywords, what in checks_02._loss_inputs():
+        assert float(checks_02._loss_reference(**keywords)) == pytest.approx(_trl_loss(**keywords), rel=1e-5), what
+        clipped = torch.exp(keywords["logps"] - keywords["old_logps"])
+        assert ((clipped < 1 - keywords["epsilon"]) | (clipped > 1 + keywords["epsilon"])).any(), what
+
+
+def _right_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    grouped = rewards.view(-1, num_generations)
+    advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).view(-1, 1)
+    ratio = torch.exp(logps - old_logps)
+    per_token = -torch.min(ratio * advantages, ratio.clamp(1 - epsilon, 1 + epsilon) * advantages)
+    return (per_token * mask).sum() / mask.sum()
+
+
+def _trainer_batch(loss_offset: float = 0.0) -> dict:
+    """A step's batch as ServerRolloutGRPOTrainer keeps it (old log-probabilities the same values), with the loss
+    TRL's _compute_loss gives it."""
+    keywords, _ = checks_02._loss_inputs()[0]
+    keywords = {**keywords, "old_logps": keywords["logps"].clone(), "epsilon": 0.2}
+    return {**keywords, "advantages": None, "num_items_in_batch": int(keywords["mask"].sum()), "epsilon_high": 0.2,
+            "loss_type": "dapo", "beta": 0.0, "scale_rewards": "group", "step": 7,
+            "loss": _trl_loss(**keywords) + loss_offset}
+
+
+def test_the_loss_check_compares_with_the_trainers_own_loss(monkeypatch, capsys):
+    _load_checks()
+    check = CHECKS["02-grpo-loss"]
+    monkeypatch.setattr(server_rollouts, "last_loss_batch", None)
+    assert check(_right_loss) is None
+    assert "compared on made-up batches only" in capsys.readouterr().out
+    monkeypatch.setattr(server_rollouts, "last_loss_batch", _trainer_batch())
+    assert check(_right_loss) is None
+    assert "On the trainer's last step (step 7" in capsys.readouterr().out
+
+    def off_by_a_bit_on_real_steps(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+        loss = _right_loss(rewards, logps, old_logps, mask, num_generations, epsilon)
+        return loss + 0.01 if torch.equal(logps, old_logps) else loss
+
+    assert "on the trainer's last step (step 7" in check(off_by_a_bit_on_real_steps)
+    monkeypatch.setattr(server_rollouts, "last_loss_batch", {**_trainer_batch(), "beta": 0.04})
+    assert check(_right_loss) is None and "beta=0.04" in capsys.readouterr().out
+    monkeypatch.setattr(server_rollouts, "last_loss_batch", _trainer_batch(loss_offset=1.0))
+    assert check(_right_loss) is None and "a TRL other than 0.24?" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- running out of memory
+
+
+def test_out_of_memory_advice_says_which_changes_restart_the_run(tmp_path):
+    (tmp_path / "checkpoint-10").mkdir()
+    (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    said = run_folder.out_of_memory_advice(tmp_path)
+    assert "same settings: it resumes from checkpoint-10" in said
+    assert "these are training settings, so the run starts over from step 0" in said
+    assert all(field in run_folder.TRAINING_FIELDS and field in said for field in run_folder.MEMORY_FIELDS)
+    assert "no checkpoint was saved yet" in run_folder.out_of_memory_advice(tmp_path / "empty")
+    with pytest.raises(run_folder.TrainingOutOfMemory, match="free memory"), run_folder.explain_failures(tmp_path):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
