@@ -34,6 +34,9 @@ OWN_ENVIRONMENT = {"04_verifiers_v1": ("04-format-reward", "04-concept-map")}
 # module *downstream* (vf-eval runs it), so it also runs here, solved, at its CI parameters.
 PROBED = {"00_setup": "tests/test_notebooks.py", "01_traced_gsm8k_eval": "tests/test_notebooks.py",
           "02_traced_grpo_training": "tests/test_notebook_02.py"}
+# Notebook 05 is notebook 02's appendix of committed results: it trains nothing, has no exercises, and ends with a few
+# review questions (answered in its solutions file) about reading those results.
+READS_RESULTS_ONLY = {"05_appendix_grpo_designs": 5}  # notebook -> its least number of review questions
 
 
 def review_questions(path: Path) -> list[str]:
@@ -46,7 +49,8 @@ def review_questions(path: Path) -> list[str]:
 def test_exercises_have_checks_and_solutions(path):
     _load_checks()
     found = exercises(path)
-    assert len(found) >= 2, f"{path.name} has {len(found)} exercises; each notebook has at least 2"
+    least = 0 if path.stem in READS_RESULTS_ONLY else 2
+    assert len(found) >= least, f"{path.name} has {len(found)} exercises; each notebook has at least {least}"
     blocks, _ = solutions(path)
     for index, name, _ in found:
         assert name.startswith(path.name[:2] + "-"), f"{name}: exercise names start with the notebook number"
@@ -58,7 +62,8 @@ def test_exercises_have_checks_and_solutions(path):
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.stem)
 def test_review_questions_and_their_answers(path):
     questions = review_questions(path)
-    assert len(questions) >= 10, f"{path.name} has {len(questions)} review questions (at least 10)"
+    least = READS_RESULTS_ONLY.get(path.stem, 10)
+    assert len(questions) >= least, f"{path.name} has {len(questions)} review questions (at least {least})"
     _, review = solutions(path)
     answers = re.findall(r"^\d+\. \*\*", review, flags=re.MULTILINE)
     assert len(answers) == len(questions), f"solutions/{path.stem}.md answers {len(answers)} of {len(questions)}"
@@ -294,36 +299,68 @@ def _adapter(kind):
     return trl_reward_funcs
 
 
-def _hack(kind):
-    from gsm8k_course import extract_hash_answer
+def _right_line(kind):
+    """right_answer_line (notebook 02, section 12) and the ways a learner gets it wrong."""
+    from gsm8k_course import canonical_number, extract_hash_answer
 
-    def one_answer_line(completion, **kwargs) -> float:
+    def right_answer_line(completion, answer, **kwargs) -> float:
         text = completion[-1]["content"]
         lines = [line for line in text.strip().splitlines() if line.strip()]
+        one = text.count("####") == 1
+        said = extract_hash_answer(text)
+        right = bool(said) and canonical_number(said) == canonical_number(answer)
         if kind == "right":
-            return float(text.count("####") == 1 and bool(extract_hash_answer(text)))
-        if kind == "format only":
-            return float(bool(extract_hash_answer(text)))
-        if kind == "last line":
-            return float(sum("####" in line for line in lines) == 1 and lines[-1].startswith("####")
-                         and bool(extract_hash_answer(lines[-1])))
+            return float(one and right)
+        if kind == "one_answer_line":  # the earlier exercise: any number after one '####' (pays without being right)
+            return float(one and bool(said))
+        if kind == "any '#### N'":
+            return float(bool(said))
+        if kind == "right anywhere":  # the '####' answer right, however many markers
+            return float(right)
+        if kind == "last number":  # the reply's last number, '####' or not
+            from helpers.grpo import last_number
+
+            return float(last_number(text) == canonical_number(answer) and last_number(text) != "")
         if kind == "lines":
-            return float(sum("####" in line for line in lines) == 1 and bool(extract_hash_answer(text)))
-        if kind == "no number":
-            return float(text.count("####") == 1)
-        if kind == "lines that start with it":
-            return float(sum(line.strip().startswith("####") for line in lines) == 1 and bool(extract_hash_answer(text)))
+            return float(sum("####" in line for line in lines) == 1 and right)
+        if kind == "raw text":
+            return float(one and said == answer)
         if kind == "digits only":
-            return float(text.count("####") == 1 and re.search(r"####\s*\d", text) is not None)
-        if kind == "a space after it":
-            return float(text.count("#### ") == 1 and text.count("####") == 1 and bool(extract_hash_answer(text)))
-        if kind == "a number right after it":  # '#### $26' missed
-            return float(text.count("####") == 1 and re.search(r"####\s*-?\d", text) is not None)
+            found = re.search(r"####\s*(\d+)", text)
+            return float(one and bool(found) and found.group(1) == canonical_number(answer))
+        if kind == "int()":
+            try:
+                return float(one and bool(said) and int(float(said)) == int(float(canonical_number(answer))))
+            except ValueError:
+                return 0.0
         if kind == "the first message":
             first = completion[0]["content"]
-            return float(first.count("####") == 1 and bool(extract_hash_answer(first)))
+            found = extract_hash_answer(first)
+            return float(first.count("####") == 1 and bool(found) and canonical_number(found) == canonical_number(answer))
         raise ValueError(kind)
-    return one_answer_line
+    return right_answer_line
+
+
+def _loss(kind):
+    """grpo_loss (notebook 02, section 9) with one of the mistakes the check names."""
+    from helpers.checks.notebook_02 import _loss_reference
+
+    mistake = {"right": ""}.get(kind, kind)
+
+    def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+        if kind == "epsilon fixed":
+            epsilon = 0.2
+        if kind == "blank":
+            return torch_zero()
+        return _loss_reference(rewards, logps, old_logps, mask, num_generations, epsilon,
+                               mistake="" if kind == "epsilon fixed" else mistake)
+    return grpo_loss
+
+
+def torch_zero():
+    import torch
+
+    return torch.tensor(0.0)
 
 
 def _last_number(kind):
@@ -670,16 +707,30 @@ def _table():
             ("the first message of several read", _last_number("the first message"), "LAST turn"),
             ("the course's own reference imported", _course("helpers.grpo", "last_number_right"), "needs your own code"),
         ]),
-        "02-close-the-hack": (_hack("right"), _hack("format only"), [
-            ("the answer must be the last line", _hack("last line"), "text after the one answer line is fine"),
-            ("'####' lines counted, not markers", _hack("lines"), "count the '####' markers"),
-            ("no number asked for", _hack("no number"), "holds no number"),
-            ("lines that start with '####' counted", _hack("lines that start with it"), "count the '####' markers"),
-            ("a digits-only pattern", _hack("digits only"), "extract_hash_answer reads every way"),
-            ("'#### ' with its space counted", _hack("a space after it"), "no space after the marker"),
-            ("a digit right after '####': '#### $26' missed", _hack("a number right after it"), "after a dollar sign"),
-            ("the first message of several read", _hack("the first message"), "LAST turn"),
-            ("the course's own reference imported", _course("helpers.grpo", "one_answer_line"), "needs your own code"),
+        "02-close-the-hack": (_right_line("right"), _right_line("one_answer_line"), [
+            ("the earlier one_answer_line: pays without being right", _right_line("one_answer_line"),
+             "a '####' answer that is wrong must earn 0"),
+            ("any '#### N'", _right_line("any '#### N'"), "a '####' answer that is wrong must earn 0"),
+            ("the '####' answer right, markers not counted", _right_line("right anywhere"), "only ONE '####'"),
+            ("the last number, '####' or not", _right_line("last number"), "no '####' line earns 0"),
+            ("'####' lines counted, not markers", _right_line("lines"), "count the '####' markers"),
+            ("the raw text compared", _right_line("raw text"), "canonical_number makes it a plain number"),
+            ("a digits-only pattern", _right_line("digits only"), "after a dollar sign"),
+            ("int() of the numbers", _right_line("int()"), "other decimals"),
+            ("the first message of several read", _right_line("the first message"), "LAST turn"),
+            ("the course's own reference imported", _course("helpers.grpo", "right_answer_line"), "needs your own code"),
+        ]),
+        "02-grpo-loss": (_loss("right"), _loss("blank"), [
+            ("the mean over completions (TRL's 'grpo' loss)", _loss("mean over completions"), "mean over completions"),
+            ("no clipping", _loss("no clipping"), "no clipping"),
+            ("clipped on the wrong side (torch.max)", _loss("wrong side"), "keeps the smaller"),
+            ("advantages not normalised", _loss("not normalised"), "divide by the group's standard deviation"),
+            ("the standard deviation over n", _loss("std over n"), "n - 1"),
+            ("the mask ignored", _loss("mask ignored"), "the padding counted"),
+            ("the objective, not the loss", _loss("no minus"), "the sign"),
+            ("epsilon fixed at 0.2", _loss("epsilon fixed"), "epsilon 0.1"),
+            ("the course's own reference imported", _course("helpers.checks.notebook_02", "_loss_reference"),
+             "needs your own code"),
         ]),
         "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
             ("numbers compared as text", _feedback("as text"), "as numbers"),
@@ -768,6 +819,7 @@ _EXERCISES_IN_TABLE = (
     "02-reward-adapter",
     "02-last-number",
     "02-close-the-hack",
+    "02-grpo-loss",
     "03-feedback-hints",
     "03-is-completed",
     "03-env-response",

@@ -230,6 +230,7 @@ def hack(reward: str, key: str) -> Callable[[dict], float]:
 
 
 NB02 = "notebooks/02_traced_grpo_training.ipynb"
+NB05 = "notebooks/05_appendix_grpo_designs.ipynb"  # notebook 02's appendix: the designs, from their result files
 
 
 
@@ -273,18 +274,17 @@ def screen(task: str, *path) -> Callable[[dict], float]:
 
 
 CLAIMS += [
-    Claim(NB02, r"the greedy reply holds the right number (\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(NB02, r"one sample at temperature 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
-    Claim(NB02, r"among 8 samples one is\sright for (\d+)% of the problems", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
-    Claim(NB02, r"a gap of (\d+) points for GRPO", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"), 0.5),
-    Claim(NB02, r"keeps that \(greedy (\d+)%", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
-    Claim(NB02, r"keeps that \(greedy \d+%, pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
-    Claim(NB02, r"keeps that \(greedy \d+%, pass@1 \d+%, pass@8 (\d+)%\)", SCREEN,
+    Claim(NB05, r"the greedy reply holds the right number (\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(NB05, r"among 8 samples one is\sright for (\d+)% of the problems", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim(NB05, r"a gap of (\d+) points for GRPO", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"), 0.5),
+    Claim(NB05, r"keeps that \(greedy (\d+)%", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(NB05, r"keeps that \(greedy \d+%, pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB05, r"keeps that \(greedy \d+%, pass@1 \d+%, pass@8 (\d+)%\)", SCREEN,
           screen("arith-1step-20-short", "sampled_t0.9", "pass8_lenient"), 0.5),
-    Claim(NB02, r"both rise \(pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient"), 0.5),
-    Claim(NB02, r"both rise \(pass@1 \d+%, pass@8 (\d+)%\): the task", SCREEN,
+    Claim(NB05, r"both rise \(pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient"), 0.5),
+    Claim(NB05, r"both rise \(pass@1 \d+%, pass@8 (\d+)%\): the task", SCREEN,
           screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient"), 0.5),
-    Claim(NB02, r"almost never writes the right number\s+\(pass@8 (\d+)%\)", SCREEN,
+    Claim(NB05, r"almost never writes the right number\s+\(pass@8 (\d+)%\)", SCREEN,
           screen("arith-1step-20-answer-only", "sampled_t0.9", "pass8_lenient"), 0.5),
     Claim("scripts/bench_learnability.py", r"pass@1 ([\d.]+) and pass@8 [\d.]+ at 0.6", SCREEN,
           lambda d: screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient")(d) / 100, 0.005),
@@ -297,33 +297,14 @@ CLAIMS += [
 ]
 
 CLAIMS += [
-    # section 8 and the header: notebook 02 end to end, in workshop order (bench_notebooks.py 01 02 --solved)
-    Claim(NB02, r"the defaults train for about (\d+) minutes:\s+~\d+ s per step", E2E, e2e("train_minutes"), 0.5),
-    Claim(NB02, r"the defaults train for about \d+ minutes:\s+~(\d+) s per step", E2E, e2e("sec_per_step"), 0.5),
-    Claim(NB02, r"of which ~(\d+) s generation on llama.cpp", E2E, e2e("generation_s_sec_per_step"), 0.5),
-    Claim(NB02, r"~([\d.]+) s weight sync", E2E, e2e("sync_s_sec_per_step"), 0.05),
-    Claim(NB02, r"~([\d.]+) s scoring", E2E, e2e("scoring_s_sec_per_step"), 0.005),
-    Claim(NB02, r"~(\d+) s the\s+update", E2E, e2e("update_s_sec_per_step"), 0.5),
-    Claim(NB02, r"share of right answers went from ([\d.]+)\s+\(first 5 steps\)", E2E, e2e("last_number_right_first"), 0.005),
-    Claim(NB02, r"\(first 5 steps\) to ([\d.]+) \(last 5\)", E2E, e2e("last_number_right_last"), 0.005),
-    Claim(NB02, r"weight 0\) from ([\d.]+) to [\d.]+:", E2E, e2e("correct_answer_first"), 0.005),
-    Claim(NB02, r"weight 0\) from [\d.]+ to ([\d.]+):", E2E, e2e("correct_answer_last"), 0.005),
-    Claim(NB02, r"step takes about ([\d.]+) times as long", TIMING,
-          lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
+    # notebook 02's header: notebook 02 end to end, in workshop order (bench_notebooks.py 01 02 --solved); the
+    # appendix (notebook 05): the first attempt
     Claim(NB02, r"the defaults take (\d+) minutes end to end after notebook 01", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
     Claim(NB02, r"after notebook 01, (\d+) of them training", E2E, e2e("train_minutes"), 0.5),
     Claim(NB02, r"\((\d+) steps, ~\d+ s/step\)", E2E, e2e("steps"), 0),
-    Claim(NB02, r"steps, ~(\d+) s/step\), peak", E2E, e2e("sec_per_step"), 0.5),
-    Claim(NB02, r"peak ([\d.]+) GB in the kernel; held-out", E2E, e2e("peak_rss_gb"), 0.05),
-    Claim(NB02, r"held-out pass@1 ([\d.]+)% → [\d.]+% in that run", E2E, e2e_held_out("sampled", "before"), 0.05),
-    Claim(NB02, r"held-out pass@1 [\d.]+% → ([\d.]+)% in that run", E2E, e2e_held_out("sampled", "after"), 0.05),
-    Claim(NB02, r"a step runs in float32, about ([\d.]+) times as long \(not run end to end\)", TIMING,
-          lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
-    Claim(NB02, r"taught the format instead: strict accuracy ([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
-    Claim(NB02, r"taught the format instead: strict accuracy [\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
-    Claim(NB02, r"\((\d+) seeds; 95% interval −", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
-    Claim(NB02, r"seeds; 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB02, r"seeds; 95% interval −?[\d.]+ to\s+\+?([\d.]+) points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB05, r"\((\d+) seeds; 95% interval −", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
+    Claim(NB05, r"seeds; 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"seeds; 95% interval −?[\d.]+ to\s+\+?([\d.]+) points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
 ]
 
 
@@ -412,7 +393,9 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
     from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
 
     found = one_hour_parameters()
-    assert sorted(found) == sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    reads_results_only = {"05"}  # notebook 02's appendix: it runs in seconds whatever the slot (tests/test_notebook_05.py)
+    assert sorted(found) == sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+                                   if p.name[:2] not in reads_results_only)
     ci = {"01": NOTEBOOK_01_CI, "02": CI_02, "03": CI_03, "04": CI_04}
     for number, parameters in found.items():
         if number in NOTEBOOK_PARAMETERS:
@@ -447,64 +430,30 @@ CLAIMS += [
 # where it reproduced and where it did not (section 12)
 SHORT_T06 = ("arith-1step-20-short", "sampled_t0.6")
 CLAIMS += [
-    Claim(NB02, r"one sample at temperature 0.6\s+is right (\d+)% of the time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
     Claim(NB02, r"one of 8 samples is right for (\d+)% of the\s+problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
-    Claim(NB02, r"replies\s+with two or more `####` lines went from (\d+)% to \d+%", ARITH, summary("base_multi_hash"), 0.5),
-    Claim(NB02, r"replies\s+with two or more `####` lines went from \d+% to (\d+)%", ARITH, summary("after_multi_hash"), 0.5),
 ]
 
-# notebook 02, section 11: the designs measured on the screened task, and expert iteration beside them
+# the appendix (notebook 05), section 2: the designs measured on the screened task, and expert iteration beside them
 CLAIMS += [
-    Claim(NB02, r"took pass@1 sampled at 0.6\nfrom ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
-    Claim(NB02, r"took pass@1 sampled at 0.6\nfrom [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
-    Claim(NB02, r"%, \+([\d.]+) points \(95% interval", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(NB02, r"points \(95% interval \+([\d.]+) to \+[\d.]+; every", B36,
-          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB02, r"points \(95% interval \+[\d.]+ to \+([\d.]+); every", B36,
-          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
-    *[Claim(NB02, r"every seed gained:\n" + r"\+[\d.]+,? (?:and )?" * i + r"\+([\d.]+)", B36,
-            summary("diff_sampled_lenient", 100, "per_seed", i), 0.05) for i in range(3)],
-    Claim(NB02, r"and greedy from (\d+)% to \d+%", B36, summary("base_lenient"), 0.5),
-    Claim(NB02, r"and greedy from \d+% to (\d+)%", B36, summary("after_lenient"), 0.5),
-    Claim(NB02, r"to \d+% \(\+([\d.]+) points, interval", B36, summary("diff_lenient", 100, "mean"), 0.05),
-    Claim(NB02, r"points, interval \+([\d.]+) to \+[\d.]+\):\nGRPO", B36, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB02, r"points, interval \+[\d.]+ to \+([\d.]+)\):\nGRPO", B36, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
-    Claim(NB02, r"Training took\n([\d.]+) to [\d.]+ minutes a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(NB02, r"Training took\n[\d.]+ to ([\d.]+) minutes a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(NB02, r"bfloat16\s+makes a step ([\d.]+) times as fast", TIMING,
+    Claim(NB05, r"took pass@1 sampled at 0.6\nfrom ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
+    Claim(NB05, r"took pass@1 sampled at 0.6\nfrom [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
+    Claim(NB05, r"Training took\n([\d.]+) to [\d.]+ minutes a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(NB05, r"Training took\n[\d.]+ to ([\d.]+) minutes a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(NB05, r"bfloat16\s+makes a step ([\d.]+) times as fast", TIMING,
           lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
-    Claim(NB02, r"times as fast \(([\d.]+) →", TIMING, step_seconds("arith-short-last-number"), 0.05),
-    Claim(NB02, r"times as fast \([\d.]+ → ([\d.]+) s", TIMING, step_seconds("arith-short-last-number_bf16=true"), 0.05),
-    Claim(NB02, r"over 50 steps did about as well \(\+([\d.]+) points\)", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(NB02, r"did about as well \(\+[\d.]+ points\) in (\d+) to \d+ minutes", BF16,
+    Claim(NB05, r"over 50 steps did about as well \(\+([\d.]+) points\)", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(NB05, r"did about as well \(\+[\d.]+ points\) in (\d+) to \d+ minutes", BF16,
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(NB02, r"did about as well \(\+[\d.]+ points\) in \d+ to (\d+) minutes", BF16,
+    Claim(NB05, r"did about as well \(\+[\d.]+ points\) in \d+ to (\d+) minutes", BF16,
           lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(NB02, r"the\s+same reward gained ([\d.]+) points in one seed", LAST, summary("diff_sampled_lenient", 100, "per_seed", 0), 0.05),
-    Claim(NB02, r"taught the line \((\d+)% →", CORRECT, summary("base_sampled_format"), 0.5),
-    Claim(NB02, r"taught the line \(\d+% → (\d+)% of\nreplies", CORRECT, summary("after_sampled_format"), 0.5),
-    Claim(NB02, r"raised pass@1 to\n(\d+)% but taught a trick", CAP32, summary("after_sampled_lenient"), 0.5),
-    Claim(NB02, r"again and again; (\d+)% of the greedy replies", CAP32, lambda d: 100 * d["runs"][0]["after"]["cut"], 0.5),
-    Claim(NB02, r"prompt asks for \((\d+)% → [\d.]+% of the sampled replies", B36, summary("base_sampled_format"), 0.5),
-    Claim(NB02, r"prompt asks for \(\d+% → ([\d.]+)% of the sampled replies", B36, summary("after_sampled_format"), 0.05),
-    Claim(NB02, r"replies \(greedy,\n(\d+) →", B36, summary("base_mean_tokens", 1), 0.5),
-    Claim(NB02, r"replies \(greedy,\n\d+ → (\d+) tokens", B36, summary("after_mean_tokens", 1), 0.5),
-    Claim(NB02, r"in the (?:one seed|two seeds|three seeds) measured, pass@1 (\d+)% →", LAST, expert("base_sampled_lenient"), 0.5),
-    Claim(NB02, r"in the (?:one seed|two seeds|three seeds) measured, pass@1 \d+% → (\d+)%", LAST, expert("after_sampled_lenient"), 0.5),
-    Claim(NB02, r"and greedy\n(\d+)% → \d+% \(", LAST, expert("base_lenient"), 0.5),
-    Claim(NB02, r"and greedy\n\d+% → (\d+)% \(", LAST, expert("after_lenient"), 0.5),
-    Claim(NB02, r"\d+% → \d+% \(\+(\d+) points, interval \+\d+ to", LAST, expert("diff_lenient", 100, "mean"), 0.5),
-    Claim(NB02, r"points, interval \+(\d+) to \+\d+\), from", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
-    Claim(NB02, r"points, interval \+\d+ to \+(\d+)\), from", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
-    Claim(NB02, r"from (\d+) sampled completions in", LAST,
+    Claim(NB05, r"the\s+same reward gained ([\d.]+) points in one seed", LAST, summary("diff_sampled_lenient", 100, "per_seed", 0), 0.05),
+    Claim(NB05, r"taught the line \((\d+)% →", CORRECT, summary("base_sampled_format"), 0.5),
+    Claim(NB05, r"and greedy\n(\d+)% → \d+% \(", LAST, expert("base_lenient"), 0.5),
+    Claim(NB05, r"and greedy\n\d+% → (\d+)% \(", LAST, expert("after_lenient"), 0.5),
+    Claim(NB05, r"\d+% → \d+% \(\+(\d+) points, interval \+\d+ to", LAST, expert("diff_lenient", 100, "mean"), 0.5),
+    Claim(NB05, r"from (\d+) sampled completions in", LAST,
           lambda d: sum(p["sampled"] for p in d["expert_iteration_runs"][0]["curve"]), 0),
-    Claim(NB02, r"sampled completions in ([\d.]+) minutes", LAST, expert("train_minutes", 1), 0.05),
-    Claim(NB02, r"\(this notebook's\s+GRPO design sampled ([\d,]+) in", B36,
-          lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
-    Claim(NB02, r"strict accuracy (\d+)% → \d+%\. It\s+imitates", LAST, expert("base_strict"), 0.5),
-    Claim(NB02, r"strict accuracy \d+% → (\d+)%\. It\s+imitates", LAST, expert("after_strict"), 0.5),
-    Claim(NB02, r"`####` lines went (\d+)% → \d+%\. Try the", LAST, expert("base_multi_hash"), 0.5),
-    Claim(NB02, r"`####` lines went \d+% → (\d+)%\. Try the", LAST, expert("after_multi_hash"), 0.5),
+    Claim(NB05, r"sampled completions in ([\d.]+) minutes", LAST, expert("train_minutes", 1), 0.05),
 ]
 CLAIMS += [
     Claim(GUIDE, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
@@ -529,8 +478,8 @@ CLAIMS += [
           lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
 ]
 CLAIMS += [
-    Claim(NB02, r"not easier \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
-    Claim(NB02, r"not easier \(greedy \d+%, pass@8 (\d+)% at\s+0.9", SCREEN,
+    Claim(NB05, r"not easier \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
+    Claim(NB05, r"not easier \(greedy \d+%, pass@8 (\d+)% at\s+0.9", SCREEN,
           screen("arith-addsub-20", "sampled_t0.9", "pass8_lenient"), 0.5),
 ]
 
@@ -572,13 +521,9 @@ CLAIMS += [
     Claim(SOL02, r"of the sampled replies to (\d+)%, so the right", B36, summary("after_sampled_format", 100), 0.5),
     Claim(SOL02, r"shorter \((\d+) to \d+\s+tokens, greedy\)", B36, summary("base_mean_tokens", 1), 0.5),
     Claim(SOL02, r"shorter \(\d+ to (\d+)\s+tokens, greedy\)", B36, summary("after_mean_tokens", 1), 0.5),
-    Claim(SOL02, r"both rose \(pass@1\s+(\d+)% →", B36, summary("base_sampled_lenient", 100), 0.5),
-    Claim(SOL02, r"both rose \(pass@1\s+\d+% → (\d+)%", B36, summary("after_sampled_lenient", 100), 0.5),
-    Claim(SOL02, r"both rose \(pass@1\s+\d+% → \d+%, greedy (\d+)% →", B36, summary("base_lenient", 100), 0.5),
-    Claim(SOL02, r"both rose \(pass@1\s+\d+% → \d+%, greedy \d+% → (\d+)%", B36, summary("after_lenient", 100), 0.5),
 ]
 
-# notebook 02, section 12: each format term added to the learner's reward, 3 seeds each
+# the appendix (notebook 05), section 4: each format term added to notebook 02's reward, 3 seeds each
 HACK_FORMAT, HACK_ONE_LINE = ("learnability-arith-hack-format-2026-12-05.json",
                               "learnability-arith-hack-one-line-2026-12-05.json")
 
@@ -589,27 +534,22 @@ def seed_share(key: str, pick: Callable = max) -> Callable[[dict], float]:
 
 
 CLAIMS += [
-    Claim(NB02, r"3 seeds each, on (\d+) held-out problems sampled", HACK_FORMAT, lambda d: d["base"]["n"], 0),
-    Claim(NB02, r"sampled (\d+) times at 0.6", HACK_FORMAT, lambda d: d["eval_samples"], 0),
-    Claim(NB02, r"(\d) of the 3 seeds gamed it", HACK_FORMAT,  # a seed whose replies mostly list '####' lines or run to the cap
-          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
-    Claim(NB02, r"own way: (\d+)% of one seed's replies held two or more", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
-    Claim(NB02, r"`The answer is \"#### 66`\), and\s+(\d+)%\s+of another's ran to the token cap", HACK_FORMAT,
+    Claim(NB05, r"`The answer is \"#### 66`\), and\s+(\d+)%\s+of another's ran to the token cap", HACK_FORMAT,
           seed_share("sampled_cut"), 0.5),
-    Claim(NB02, r"pass@1 still rose from ([\d.]+)% to", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
-    Claim(NB02, r"pass@1 still rose from [\d.]+% to (\d+)%", HACK_FORMAT, summary("after_sampled_lenient"), 0.5),
-    Claim(NB02, r"\(at most (\d+)% of\s+the replies\)", HACK_ONE_LINE,
+    Claim(NB05, r"pass@1 still rose from ([\d.]+)% to", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
+    Claim(NB05, r"pass@1 still rose from [\d.]+% to (\d+)%", HACK_FORMAT, summary("after_sampled_lenient"), 0.5),
+    Claim(NB05, r"\(at most (\d+)% of\s+the replies\)", HACK_ONE_LINE,
           lambda d: 100 * max(max(r["after"]["sampled_multi_marker"], r["after"]["sampled_cut"]) for r in d["runs"]), 0.5),
-    Claim(NB02, r"pass@1 did not rise \((\d+)% →", HACK_ONE_LINE, summary("base_sampled_lenient"), 0.5),
-    Claim(NB02, r"pass@1 did not rise \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.5),
-    Claim(NB02, r"% → \d+%, interval (−?[\d.]+) to", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB02, r"% → \d+%, interval −?[\d.]+ to \+?([\d.]+)\s+points, not significant", HACK_ONE_LINE,
+    Claim(NB05, r"pass@1 did not rise \((\d+)% →", HACK_ONE_LINE, summary("base_sampled_lenient"), 0.5),
+    Claim(NB05, r"pass@1 did not rise \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.5),
+    Claim(NB05, r"% → \d+%, interval (−?[\d.]+) to", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"% → \d+%, interval −?[\d.]+ to \+?([\d.]+)\s+points, not significant", HACK_ONE_LINE,
           summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
 ]
-# the same figures in the solutions' answer 13 and the guide's talking points
+# the same figures in the guide's talking points
 CLAIMS += [
     Claim(doc, pattern, result, value, tolerance)
-    for doc in (SOL02, GUIDE)
+    for doc in (GUIDE,)
     for pattern, result, value, tolerance in [
         (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds gamed it", HACK_FORMAT,
          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
@@ -620,3 +560,114 @@ CLAIMS += [
     ]
 ]
 CLAIMS.append(Claim(GUIDE, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
+
+
+def rose_in(key: str, block: str = "summary", fell: bool = False) -> Callable[[dict], float]:
+    """In how many seeds block[key] (a change) rose (or, with `fell`, fell): its per-seed values' signs."""
+    return lambda d: sum((x < 0) if fell else (x > 0) for x in d[block][key]["per_seed"])
+
+
+def the_constant_seed(key: str, scale: float = 1.0) -> Callable[[dict], float]:
+    """after[key] of the one run whose first greedy replies are all the same answer line (the '#### 9' seed)."""
+    def read(data: dict) -> float:
+        (run,) = [r for r in data["runs"] if len(set(r["after"]["examples"])) == 1]
+        return run["after"][key] * scale
+    return read
+
+
+# notebook 02 (issue 40): its header, section 2 (the task) and section 11 (what the reward pays for besides the answer)
+CLAIMS += [
+    Claim(NB02, r"steps, ~(\d+) s/step\),\s+peak", E2E, e2e("sec_per_step"), 0.5),
+    Claim(NB02, r"peak ([\d.]+) GB in the kernel", E2E, e2e("peak_rss_gb"), 0.05),
+    Claim(NB02, r"a step runs in float32, about ([\d.]+) times as long", TIMING,
+          lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
+    Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(NB02, r"in workshop order (\d+)% of held-out\s+sampled replies hit the cap", E2E,
+          lambda d: 100 * e2e("behaviour")(d)["before"]["cut at max_tokens"], 0.5),
+    Claim(NB02, r"hit the cap before training, (\d+)% after", E2E,
+          lambda d: 100 * e2e("behaviour")(d)["after"]["cut at max_tokens"], 0.5),
+    Claim(NB02, r"greedy replies at 96 tokens were cut less than at 48 \((\d+)% against", SCREEN,
+          screen("arith-1step-20", "greedy", "cut"), 0.5),
+    Claim(NB02, r"cut less than at 48 \(\d+% against (\d+)%\)", SCREEN, screen("arith-1step-20-short", "greedy", "cut"), 0.5),
+    Claim(NB02, r"right as often \((\d+)%, \d+%\)", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(NB02, r"right as often \(\d+%, (\d+)%\)", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+]
+
+# the appendix (notebook 05): figures it states in words, each seed's beside the mean (issue 40)
+CLAIMS += [
+    Claim(NB05, r"yet one\s+sample at temperature 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB05, r"taught the format\s+instead: strict accuracy ([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
+    Claim(NB05, r"instead: strict accuracy [\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
+    # notebook 02's design on the design set: pass@1, greedy, per seed and over seeds
+    Claim(NB05, r"from 20.5% to 43.8%, \+([\d.]+) points \(over problems", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(NB05, r"points \(over problems \+([\d.]+) to \+[\d.]+\), and it rose", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"points \(over problems \+[\d.]+ to \+([\d.]+)\), and it rose", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB05, r"and it rose in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
+    *[Claim(NB05, r"rose in \d of 3 seeds \(" + r"\+[\d.]+,? (?:and\s+)?" * i + r"\+([\d.]+)", B36,
+            summary("diff_sampled_lenient", 100, "per_seed", i), 0.05) for i in range(3)],
+    Claim(NB05, r"over seeds the interval is (−[\d.]+) to \+[\d.]+", B36,
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
+    Claim(NB05, r"over seeds the interval is −[\d.]+ to \+([\d.]+)", B36,
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
+    Claim(NB05, r"Greedy went from (\d+)% to", B36, summary("base_lenient"), 0.5),
+    Claim(NB05, r"Greedy went from \d+% to\s+(\d+)%", B36, summary("after_lenient"), 0.5),
+    Claim(NB05, r"\(\+([\d.]+) points, over problems \+[\d.]+ to \+[\d.]+\) but", B36, summary("diff_lenient", 100, "mean"), 0.05),
+    Claim(NB05, r"points, over problems \+([\d.]+) to \+[\d.]+\) but", B36, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"points, over problems \+[\d.]+ to \+([\d.]+)\) but", B36, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB05, r"but rose in (\d) of 3 seeds", B36, rose_in("diff_lenient"), 0),
+    *[Claim(NB05, r"but rose in \d of 3 seeds \(" + r"[+−]\d+, " * i + r"([+−]\d+)", B36,
+            summary("diff_lenient", 100, "per_seed", i), 0.5) for i in range(3)],
+    Claim(NB05, r"over seeds (−[\d.]+) to\s+\+[\d.]+\): that the right", B36, summary("diff_lenient", 100, "t_95_over_seeds", 0), 0.05),
+    Claim(NB05, r"over seeds −[\d.]+ to\s+\+([\d.]+)\): that the right", B36, summary("diff_lenient", 100, "t_95_over_seeds", 1), 0.05),
+    Claim(NB05, r"\((\d+\.\d) → [\d.]+ s,", TIMING, step_seconds("arith-short-last-number"), 0.05),
+    Claim(NB05, r"\([\d.]+ → (\d+\.\d) s,", TIMING, step_seconds("arith-short-last-number_bf16=true"), 0.05),
+    Claim(NB05, r"gained [\d.]+ points in one seed and lost ([\d.]+) in the other", LAST,
+          lambda d: -summary("diff_sampled_lenient", 100, "per_seed", 1)(d), 0.05),
+    Claim(NB05, r"taught the line \(\d+% → (\d+)% of replies\)", CORRECT, summary("after_sampled_format"), 0.5),
+    Claim(NB05, r"raised pass@1 to (\d+)% but taught a trick", CAP32, summary("after_sampled_lenient"), 0.5),
+    Claim(NB05, r"again; (\d+)% of the greedy replies ran to the cap", CAP32, lambda d: 100 * d["runs"][0]["after"]["cut"], 0.5),
+    Claim(NB05, r"asks for \((\d+)% → [\d.]+% of the sampled replies", B36, summary("base_sampled_format"), 0.5),
+    Claim(NB05, r"asks for \(\d+% → ([\d.]+)% of the sampled replies", B36, summary("after_sampled_format"), 0.05),
+    Claim(NB05, r"shorter replies \(greedy, (\d+) → \d+ tokens\)", B36, summary("base_mean_tokens", 1), 0.5),
+    Claim(NB05, r"shorter replies \(greedy, \d+ → (\d+) tokens\)", B36, summary("after_mean_tokens", 1), 0.5),
+    # expert iteration
+    Claim(NB05, r"in the two seeds measured: pass@1 (\d+)% →", LAST, expert("base_sampled_lenient"), 0.5),
+    Claim(NB05, r"in the two seeds measured: pass@1 \d+% → (\d+)%", LAST, expert("after_sampled_lenient"), 0.5),
+    Claim(NB05, r"pass@1 \d+% → \d+% \(rose in (\d) of 2 seeds\)", LAST, rose_in("diff_sampled_lenient", "summary_expert_iteration"), 0),
+    Claim(NB05, r"points, interval \+(\d+) to \+\d+; rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"points, interval \+\d+ to \+(\d+); rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST, rose_in("diff_lenient", "summary_expert_iteration"), 0),
+    Claim(NB05, r"\(notebook 02's GRPO design sampled ([\d,]+) in", B36, lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
+    Claim(NB05, r"strict accuracy\s+(\d+)% → \d+%\. It imitates", LAST, expert("base_strict"), 0.5),
+    Claim(NB05, r"strict accuracy\s+\d+% → (\d+)%\. It imitates", LAST, expert("after_strict"), 0.5),
+    Claim(NB05, r"`####` lines went\s+(\d+)% → \d+%\. Try the", LAST, expert("base_multi_hash"), 0.5),
+    Claim(NB05, r"`####` lines went\s+\d+% → (\d+)%\. Try the", LAST, expert("after_multi_hash"), 0.5),
+    # the format terms (section 4)
+    Claim(NB05, r"and (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
+          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
+    Claim(NB05, r"one answer line: (\d+)% of one seed's replies held two or more", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
+    Claim(NB05, r"greedy accuracy fell in all (\d) seeds", HACK_ONE_LINE, rose_in("diff_lenient", fell=True), 0),
+    Claim(NB05, r"fell in all \d seeds \((\d+)% →", HACK_ONE_LINE, summary("base_lenient"), 0.5),
+    Claim(NB05, r"fell in all \d seeds \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_lenient"), 0.5),
+    Claim(NB05, r"\d+% → \d+%, (−\d+) points, interval −\d+ to −\d+\)", HACK_ONE_LINE, summary("diff_lenient", 100, "mean"), 0.5),
+    Claim(NB05, r"points, interval (−\d+) to −\d+\)\. One seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"points, interval −\d+ to (−\d+)\)\. One seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"greedy replies were about (\d+) tokens long", HACK_ONE_LINE, the_constant_seed("mean_tokens"), 0.5),
+    Claim(NB05, r"tokens long and (\d+)% right", HACK_ONE_LINE, the_constant_seed("lenient", 100), 0.5),
+]
+
+# the solutions' review answers (notebook 02): the design's seeds, the earlier format term, the screen
+CLAIMS += [
+    Claim(SOL02, r"right 20% of the time and one of 8 samples for (\d+)% of the problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(SOL02, r"right (\d+)% of the time and one of 8 samples", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(SOL02, r"pass@1 did not\s+rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(SOL02, r"points, interval (−[\d.]+) to \+[\d.]+\), greedy", HACK_ONE_LINE,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(SOL02, r"points, interval −[\d.]+ to \+([\d.]+)\), greedy", HACK_ONE_LINE,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(SOL02, r"greedy accuracy fell in all (\d) seeds", HACK_ONE_LINE, rose_in("diff_lenient", fell=True), 0),
+    Claim(SOL02, r"raised pass@1 in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
+    Claim(SOL02, r"and greedy accuracy in (\d) of 3", B36, rose_in("diff_lenient"), 0),
+]

@@ -283,3 +283,46 @@ def test_out_of_memory_advice_says_which_changes_restart_the_run(tmp_path):
     assert "no checkpoint was saved yet" in run_folder.out_of_memory_advice(tmp_path / "empty")
     with pytest.raises(run_folder.TrainingOutOfMemory, match="free memory"), run_folder.explain_failures(tmp_path):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+
+
+# ----------------------------------------------------------------------------- notebook 02 on GPUs (never run there)
+
+
+def test_the_gpu_paths_take_the_notebooks_settings(monkeypatch, tmp_path):
+    """helpers.gpu.other_hardware, checked on the CPU: the one-GPU recipe's settings are parameters the notebook has,
+    and the 2-GPU recipe is built from the notebook's own GRPOConfig."""
+    from trl import GRPOConfig
+
+    from helpers.gpu import other_hardware
+    from helpers.local.parameters import GRPO_PARAMETERS
+
+    monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))
+    assert other_hardware.recipe_settings("cpu") == {} == other_hardware.recipe_settings("verifiers")
+    monkeypatch.setattr(other_hardware.gpu_backend, "one_gpu_plan",
+                        lambda: SimpleNamespace(per_device_train_batch_size=4, table=lambda: "a table"))
+    monkeypatch.setattr("IPython.display.display", lambda *args: None)
+    settings = other_hardware.recipe_settings("gpu")
+    assert set(settings) <= set(GRPO_PARAMETERS) and settings["per_device_train_batch_size"] == 4
+
+    seen = {}
+
+    def train(plan):
+        seen["plan"] = plan
+        return tmp_path / "final", [{"loss": 0.0, "step": 1}]
+
+    monkeypatch.setattr(other_hardware.launcher, "train_with_verifiers", train)
+    monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", lambda *args, **kwargs: "the model")
+    config = GRPOConfig(output_dir=str(tmp_path / "out"), run_name="r", max_steps=7, learning_rate=1e-5,
+                        num_generations=4, per_device_train_batch_size=8, max_completion_length=64, seed=3,
+                        use_cpu=True, bf16=False)
+    server = SimpleNamespace(stop=lambda: seen.setdefault("server stopped", True))
+    trained, final_dir, history, _ = other_hardware.train_with_verifiers(server, "a/model", config, 100, 20)
+    assert (trained, final_dir, history) == ("the model", tmp_path / "final", [{"loss": 0.0, "step": 1}])
+    command = seen["plan"].train_cmd
+    given = {flag: command[command.index(flag) + 1] for flag in
+             ("--max-steps", "--learning-rate", "--num-generations", "--per-device-batch-size", "--max-tokens", "--seed",
+              "--num-train-examples", "--num-eval-examples", "--variant", "--model")}
+    assert given == {"--max-steps": "7", "--learning-rate": "1e-05", "--num-generations": "4",
+                     "--per-device-batch-size": "8", "--max-tokens": "64", "--seed": "3", "--num-train-examples": "100",
+                     "--num-eval-examples": "20", "--variant": "think", "--model": "a/model"}
+    assert seen["server stopped"]

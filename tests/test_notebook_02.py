@@ -63,7 +63,7 @@ def test_runs_to_the_end_as_committed(executed):
     text = outputs_text(executed["notebook"], html=True)
     assert "Traceback" not in text and "Error" not in text.replace("RewardFunctionFailing", "")
     assert executed["summary"]["steps"] == CI_PARAMETERS["max_steps"]
-    assert text.count("not yet — 02-") == 5  # the exercises as committed: checked, not solved
+    assert text.count("not yet — 02-") == 6  # the exercises as committed: checked, not solved
     assert_every_check(executed["notebook"], NOTEBOOK)  # and each solution, probed in context, is correct
     assert "This run: 2 steps" in text
     # every chart a cell draws is shown (a Figure that is not the cell's last expression is not, unless displayed)
@@ -148,20 +148,40 @@ def test_before_and_after_share_examples_sampling_and_server(executed):
 @pytest.mark.notebook
 def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
     """Section 11: before/after completions side by side, the behaviour table and a verdict computed from it;
-    section 12: the short run with the learner's format reward added (here the blank, which any '#### N' earns)."""
+    section 12: the short run with the learner's format term added (here the blank, which any '#### N' earns)."""
     from helpers import grpo_views
 
     summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
-    assert set(summary["behaviour"]) == {"before", "after", "yours (1 steps)"}
+    assert set(summary["behaviour"]) == {"before", "after", "fixed"}
     for row in summary["behaviour"].values():
-        assert set(grpo_views.SHARES) - {grpo_views.MULTI} <= set(row)
+        assert set(grpo_views.SHARES) - {grpo_views.RIGHT_HASH} <= set(row)
     for kind in ("sampled", "greedy"):  # each share before and after, its change and interval
         assert {"before", "after", "change", "low", "high"} <= set(summary["held_out"][kind][grpo_views.RIGHT])
     assert summary["verdict"].splitlines()[0] in text and summary["yours_steps"] == 1
     assert "before: completion" in text and "after: completion" in text  # the side-by-side table
     runs = executed["runs"] / "evals"
-    assert (runs / f"{RUN_NAME}_yours" / "run.json").is_file()
+    assert (runs / f"{RUN_NAME}_fix" / "run.json").is_file()
     assert all(step.get("multi_hash_share") is not None for step in summary["per_step"])
+
+
+@pytest.mark.notebook
+def test_it_says_which_reward_trained_before_and_after(executed):
+    """Run All as committed trains on the reward exercise's placeholder (issue 40, 2b): section 5 says so before
+    training, section 11 explains it after, each with the placeholder's committed runs (or "not measured yet")."""
+    summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
+    assert summary["reward_is_yours"] is False
+    assert "The training below uses the exercise's placeholder, as committed" in text
+    assert "This run trained on the reward exercise's function as written" in text
+    assert text.count("nb02-placeholder") >= 2
+
+
+@pytest.mark.notebook
+def test_the_loss_exercise_is_checked_against_the_trainers_own_loss(executed):
+    """The solution of 02-grpo-loss, probed after training, agrees with the loss TRL computed on the last step."""
+    from notebook_run import checks_said
+
+    said = checks_said(executed["notebook"])["02-grpo-loss"]["solution"]
+    assert f"On the trainer's last step (step {CI_PARAMETERS['max_steps']}: 32 completions" in said, said
 
 
 @pytest.mark.notebook

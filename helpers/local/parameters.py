@@ -140,6 +140,7 @@ NOTEBOOK_PARAMETERS: dict[str, dict[str, Rule]] = {
     "03": {**SAMPLING, "max_turns": whole(at_least=1), "discount": number(above=0),
            "tool_max_turns": whole(at_least=1), "vf_eval_examples": whole(at_least=1)},
     "04": {**SAMPLING},  # notebook 01's sampling, run by verifiers 0.4's own eval runner
+    "05": {"results_folder": optional_text()},  # notebook 02's appendix: where its result files are ("": the course's)
 }
 
 GSM8K_ROWS = {"train": 7473, "test": 1319}  # problems in each split of openai/gsm8k (main)
@@ -208,7 +209,7 @@ def _unknown(names: list[str], notebook: str) -> list[str]:
 
 
 def check_parameters(namespace: Mapping[str, Any], notebook: str) -> None:
-    """Check notebook `notebook`'s ("00" ... "04") parameters, each by name: call it with the notebook's
+    """Check notebook `notebook`'s ("00" ... "05") parameters, each by name: call it with the notebook's
     `globals()`. Raises one ValueError that names every wrong parameter, its value and what it must be."""
     rules = NOTEBOOK_PARAMETERS[notebook]
     unknown = _unknown(injected_names(namespace), notebook)
