@@ -10,7 +10,8 @@ exercises, in whole minutes; a notebook's total is the sum of its rows, the sess
     .venv/bin/python scripts/minute_plan.py --write    # put them into the notebooks and INSTRUCTOR_GUIDE.md
 
 The tables sit between `<!-- minute-plan:NAME -->` and `<!-- /minute-plan -->` (a notebook's first markdown
-cell that has them; the guide's agenda); tests/test_figures.py fails when the committed text differs from
+cell that has them; the guide's agenda, and a notebook's own table where its plan block says "table_in": "guide");
+tests/test_figures.py fails when the committed text differs from
 what this script writes. A missing or damaged input (the plan, a run file it names, a notebook) stops it with
 a message that names the file and what is wrong, before anything is written.
 """
@@ -166,9 +167,11 @@ def render_agenda(plan: dict) -> str:
         else:
             core += minutes
     session = plan["session_minutes"]
+    in_guide = [f"`{b['notebook']}`" for b in plan["blocks"] if b.get("table_in") == "guide"]
+    where = f" (at its top; {', '.join(in_guide)}'s below, in this guide)" if in_guide else " (at its top)"
     lines += ["", (f"**In all: {core} minutes** for the opening, notebooks 00–03 and the close, against a "
                    f"{session}-minute session ({core - session:+d}); notebook 04, the appendix, adds {appendix}. "
-                   "Each notebook's own minute plan (at its top) splits its minutes by section.")]
+                   f"Each notebook's own minute plan{where} splits its minutes by section.")]
     return "\n".join(lines)
 
 
@@ -189,7 +192,8 @@ def rendered() -> dict[str, str]:
         for number, block in enumerate(plan["blocks"], start=1):
             if "notebook" in block:
                 where = f"{_shown(PLAN)}, block {number} ({block['notebook']})"
-                out[block["notebook"]] = render_notebook(block)
+                in_guide = block.get("table_in") == "guide"  # the guide's links start at the repository's root
+                out[block["notebook"]] = render_notebook(block, link_prefix="" if in_guide else "../")
         where = _shown(PLAN)
         out["agenda"] = render_agenda(plan)
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
