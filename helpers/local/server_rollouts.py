@@ -15,6 +15,7 @@ from trl import GRPOTrainer
 from trl.data_utils import maybe_apply_chat_template
 
 from helpers.local.chunked_logps import ChunkedLogpsMixin
+from helpers.local.memory import return_freed_memory
 
 
 class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
@@ -28,6 +29,9 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
 
     def __init__(self, *args, policy_server, **kwargs):
         super().__init__(*args, **kwargs)
+        # An update's freed 1-32 MB tensors go back to the system instead of staying resident in glibc's heap:
+        # 5.8 -> 3.05 GB at the update's peak (float32), for an 8 GB laptop (helpers.local.memory)
+        return_freed_memory()
         self.policy_server = policy_server
         self.last_sampling_logprobs: list[list[float]] = []
         self.last_loss_batch: dict | None = None
