@@ -200,10 +200,15 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
     if run is None or run.peak_rss_gb is None:
         return True, f"not measured: {have}; no result file records notebook 02's peak memory"
     where = run.file if own else f"in bfloat16, {run.file}; {machine.precision} not measured"
-    server = (f"{run.server_rss_gb:.1f} GB" if run.server_rss_gb else "not measured")
-    need = run.peak_rss_gb + (run.server_rss_gb or 0.0)
-    found = (f"{have}; notebook 02's training peaked at {run.peak_rss_gb:.1f} GB in the kernel ({where}), "
-             f"plus its llama.cpp server ({server})")
+    if run.together_gb:  # the kernel's training and its server, read together
+        need = run.together_gb
+        found = (f"{have}; notebook 02's training peaked at {need:.1f} GB resident with its llama.cpp server "
+                 f"({where})")
+    else:
+        server = (f"{run.server_rss_gb:.1f} GB" if run.server_rss_gb else "not measured")
+        need = run.peak_rss_gb + (run.server_rss_gb or 0.0)
+        found = (f"{have}; notebook 02's training peaked at {run.peak_rss_gb:.1f} GB in the kernel ({where}), "
+                 f"plus its llama.cpp server ({server})")
     if machine.available_gb < need:
         return False, f"will not fit: {found}. {MEMORY_FIX}"
     if machine.available_gb < need + SPARE_GB:

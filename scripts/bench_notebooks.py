@@ -8,6 +8,10 @@ own figures (before/after, what it learned) as measured in workshop order.
     .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
     .venv/bin/python scripts/bench_notebooks.py 04 --fresh-v1-env  # notebook 04, its environment made anew
     .venv/bin/python scripts/bench_notebooks.py 01 02 --solved   # with every exercise solved (solutions/)
+    .venv/bin/python scripts/bench_notebooks.py 02 --solved -p precision float32   # as a laptop without bfloat16
+
+-p NAME VALUE sets a parameter of every notebook run that has it (papermill's -p); the result file's name and
+its "parameters" key say which were set.
 
 With --solved each exercise cell holds its solution (tests/notebook_run.py's solved_copy), as a learner who
 solved them runs the notebook: notebook 02 then trains with the learner's reward as the solution writes it
@@ -80,6 +84,16 @@ def grpo_figures(runs: Path, path: Path) -> dict:
     return {"grpo": {key: figures.get(key) for key in GRPO_FIGURES}}
 
 
+def parameters_of(path: Path, given: dict) -> dict:
+    """The given parameters that the notebook at `path` has (its cell tagged "parameters"); a name that no notebook
+    to run has is refused before anything runs (main)."""
+    import json
+
+    cells = json.loads(path.read_text())["cells"]
+    source = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    return {name: value for name, value in given.items() if f"\n{name} =" in f"\n{source}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     numbers = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -93,16 +107,22 @@ def main() -> None:
     parser.add_argument("--fresh-v1-env", action="store_true",
                         help="delete .venv-v1 and time making it anew (notebook 04's environment)")
     parser.add_argument("--solved", action="store_true", help="every exercise cell replaced by its solution")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a notebook parameter, as papermill's -p (default: each notebook's own)")
     args = parser.parse_args()
     import os
 
     from helpers.local.memory import PeakMemory
-    from helpers.local.notebook_runner import NOTEBOOKS, execute, uninstall_learner_module
+    from helpers.local.notebook_runner import NOTEBOOKS, _value, execute, uninstall_learner_module
 
     sys.path.insert(0, str(ROOT / "tests"))
     from notebook_run import solved_copy
 
+    given = {name: _value(value) for name, value in args.parameter}
     paths = [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not args.numbers or p.name[:2] in args.numbers]
+    unknown = set(given) - {name for path in paths for name in parameters_of(path, given)}
+    if unknown:
+        parser.error(f"no notebook to run has the parameter(s) {', '.join(sorted(unknown))}")
     info = machine_info()
     extra = {}
     if any(p.name.startswith("04") for p in paths):
@@ -118,7 +138,7 @@ def main() -> None:
             started = time.monotonic()
             source = solved_copy(path, Path(runs) / "solved") if args.solved else path
             with PeakMemory() as peak:  # the kernel and its model servers: this process's children
-                executed = execute(source, Path(runs) / path.name)
+                executed = execute(source, Path(runs) / path.name, parameters_of(path, given))
             results.append({"notebook": path.stem, "minutes": round((time.monotonic() - started) / 60, 2),
                             "sections": sections(executed), **grpo_figures(Path(runs), path),
                             "peak_kernel_and_servers_gb": peak.record()["children_gb"]})
@@ -130,9 +150,9 @@ def main() -> None:
         print(f"\n{result['notebook']}: {result['minutes']} min")
         for section in result["sections"]:
             print(f"  {section['minutes']:6.2f}  {section['section']}")
-    write_result("notebooks", info, {"notebooks": results, **extra, "solved": args.solved,
+    write_result("notebooks", info, {"notebooks": results, **extra, "solved": args.solved, "parameters": given,
                                      "total_minutes": round(sum(r["minutes"] for r in results), 2)},
-                 suffix="-".join(args.numbers))  # a subset does not replace the all-notebooks file
+                 suffix="-".join(args.numbers + [f"{k}-{v}" for k, v in given.items()]))  # a subset does not replace the all-notebooks file
 
 
 if __name__ == "__main__":

@@ -1,16 +1,25 @@
 """The workshop's minute plan, written from one file: workshop/minute_plan.json.
 
-That file holds, in workshop order, each notebook's rows (which sections' measured run minutes they add
-up, the suggested teaching minutes, each exercise's time-box) and the blocks around them. The run minutes
-come from the result file each notebook names (benchmarks/results/, written by scripts/bench_notebooks.py
-or scripts/bench_grpo.py). A row takes its teaching time or its run time, whichever is longer, plus its
-exercises, in whole minutes; a notebook's total is the sum of its rows, the session's the sum of its blocks.
+That file holds each notebook's rows as taught in full (which sections' measured run minutes they add up,
+the suggested teaching minutes, each exercise's time-box), the blocks around them, and two plans built from
+them in workshop order: the 150-minute session and its 3-hour variant, with what the session leaves out
+named as take-home. The run minutes come from the result file each notebook names (benchmarks/results/,
+written by scripts/bench_notebooks.py or scripts/bench_grpo.py). A row takes its teaching time or its run
+time, whichever is longer, plus its exercises, in whole minutes; a notebook's total is the sum of its rows,
+a plan's the sum of its rows, each row starting where the one before ended.
+
+A plan that breaks the workshop's rules is refused with a message naming the rule: a section or exercise
+counted twice in a plan, the session over session_minutes, its training row starting after
+training_starts_by, the variant over its minutes, an exercise in a training row (the learners' kernels are
+busy then), an exercise of before_training after the training row, or a take-home list that is not exactly
+what the session leaves out.
 
     .venv/bin/python scripts/minute_plan.py            # print every table
     .venv/bin/python scripts/minute_plan.py --write    # put them into the notebooks and INSTRUCTOR_GUIDE.md
 
 The tables sit between `<!-- minute-plan:NAME -->` and `<!-- /minute-plan -->` (a notebook's first markdown
-cell that has them; the guide's agenda, and a notebook's own table where its plan block says "table_in": "guide");
+cell that has them; the guide's agenda (the session), agenda-3h (the variant) and take-home, a notebook's own
+table where its plan block says "table_in": "guide", and a copy named NOTEBOOK-guide where it says "guide_copy");
 tests/test_figures.py fails when the committed text differs from
 what this script writes. A missing or damaged input (the plan, a run file it names, a notebook) stops it with
 a message that names the file and what is wrong, before anything is written.
@@ -63,6 +72,7 @@ class Row:
     unmeasured: list[str]  # sections the run file does not have (added to the notebook after it was measured)
     teach: int
     exercises: dict[str, int]
+    runs_cells: bool = True  # False: a row of exercises only (its run column says so)
 
     @property
     def minutes(self) -> int:
@@ -84,22 +94,28 @@ def _run_record(notebook: dict) -> tuple[dict, dict]:
     return data, {}
 
 
-def rows(notebook: dict) -> list[Row]:
+def _row(row: dict, data: dict, measured: dict[str, float]) -> Row:
+    parts: list[float] = []
+    run = None
+    missing = [s for s in row.get("sections", []) if s not in measured]
+    if "sections" in row and len(missing) < len(row["sections"]):
+        parts = [measured[s] for s in row["sections"] if s in measured]
+        run = sum(parts)
+    for term in row.get("run_terms", []):
+        runs = [r for r in data["runs"] if all(r.get(k) == v for k, v in term.get("where", {}).items())]
+        run = (run or 0.0) + _mean([r[term["key"]] for r in runs]) * term.get("scale", 1.0)
+    runs_cells = bool(row.get("sections") or row.get("run_terms") or "sections" not in row)
+    return Row(row["label"], run, parts, missing, row["teach"], row.get("exercises", {}), runs_cells)
+
+
+def _measured(notebook: dict) -> tuple[dict, dict[str, float]]:
     data, record = _run_record(notebook)
-    measured = {s["section"]: s["minutes"] for s in record.get("sections", [])}
-    out = []
-    for row in notebook["rows"]:
-        parts: list[float] = []
-        run = None
-        missing = [s for s in row.get("sections", []) if s not in measured]
-        if "sections" in row and len(missing) < len(row["sections"]):
-            parts = [measured[s] for s in row["sections"] if s in measured]
-            run = sum(parts)
-        for term in row.get("run_terms", []):
-            runs = [r for r in data["runs"] if all(r.get(k) == v for k, v in term.get("where", {}).items())]
-            run = (run or 0.0) + _mean([r[term["key"]] for r in runs]) * term.get("scale", 1.0)
-        out.append(Row(row["label"], run, parts, missing, row["teach"], row.get("exercises", {})))
-    return out
+    return data, {s["section"]: s["minutes"] for s in record.get("sections", [])}
+
+
+def rows(notebook: dict) -> list[Row]:
+    data, measured = _measured(notebook)
+    return [_row(row, data, measured) for row in notebook["rows"]]
 
 
 def notebook_run_minutes(notebook: dict) -> float:
@@ -110,6 +126,8 @@ def notebook_run_minutes(notebook: dict) -> float:
 
 
 def _run_text(row: Row) -> str:
+    if not row.runs_cells:
+        return "— (no cells to run)"
     if row.run is None:
         text = "not measured on its own"
     elif len(row.run_parts) > 1:
@@ -147,31 +165,222 @@ def render_notebook(notebook: dict, link_prefix: str = "../") -> str:
     return "\n".join(lines)
 
 
-def render_agenda(plan: dict) -> str:
-    lines = ["| block | run (measured) | minutes | of which exercises |", "|---|---|---|---|"]
-    core = appendix = 0
-    for block in plan["blocks"]:
-        if "notebook" in block:
-            found = rows(block)
-            minutes = sum(r.minutes for r in found)
-            exercises = sum(sum(r.exercises.values()) for r in found)
-            name = f"`{block['notebook']}`" + (" (appendix)" if block.get("appendix") else "")
-            run = (f"{notebook_run_minutes(block):.1f} min ([{block['run_file']}]"
-                   f"(benchmarks/results/{block['run_file']}))")
-            lines.append(f"| {name} | {run} | {minutes} | {exercises} |")
+# ---------------------------------------------------------------- the session and its 3-hour variant
+
+
+def row_id(row: dict) -> str:
+    """How a plan names a notebook row: its "id", else its label before the first '. ' ("1–3", "8")."""
+    return row.get("id") or row["label"].split(". ", 1)[0]
+
+
+@dataclass
+class PlanRow:
+    notebook: str | None  # None: a block (opening, break, close)
+    row: Row
+    sections: list[str]  # run by the learners
+    shown: list[tuple[str, str]]  # (notebook, section) the instructor shows from the projector
+    start: int = 0
+
+
+def _notebooks(plan: dict) -> dict[str, dict]:
+    return {b["notebook"]: b for b in plan["blocks"] if "notebook" in b}
+
+
+def plan_rows(plan: dict, key: str) -> list[PlanRow]:
+    """The rows of plan[key] ("session" or "three_hours") in order, each with its start minute. A row that names
+    a block, notebook row, section or exercise the plan's blocks do not have is a PlanError."""
+    title = plan[key]["title"]
+    notebooks, blocks = _notebooks(plan), {b["block"]: b for b in plan["blocks"] if "block" in b}
+    out, minute = [], 0
+    for number, entry in enumerate(plan[key]["rows"], start=1):
+        where = f"{title}, row {number}"
+        if "block" in entry:
+            if "teach" not in entry and entry["block"] not in blocks:
+                raise PlanError(f"{where} names the block {entry['block']!r}, which 'blocks' does not have: "
+                                f"give it a \"teach\" or name one of {', '.join(map(repr, blocks))}")
+            teach = entry.get("teach", blocks.get(entry["block"], {}).get("teach"))
+            found = PlanRow(None, Row(entry["block"], None, [], [], teach, {}, False), [], [])
         else:
-            minutes = block["teach"]
-            lines.append(f"| {block['block']} | — | {minutes} | — |")
-        if block.get("appendix"):
-            appendix += minutes
-        else:
-            core += minutes
-    session = plan["session_minutes"]
-    in_guide = [f"`{b['notebook']}`" for b in plan["blocks"] if b.get("table_in") == "guide"]
-    where = f" (at its top; {', '.join(in_guide)}'s below, in this guide)" if in_guide else " (at its top)"
-    lines += ["", (f"**In all: {core} minutes** for the opening, notebooks 00–03 and the close, against a "
-                   f"{session}-minute session ({core - session:+d}); notebook 04, the appendix, adds {appendix}. "
-                   f"Each notebook's own minute plan{where} splits its minutes by section.")]
+            name = entry["notebook"]
+            if name not in notebooks:
+                raise PlanError(f"{where} names the notebook {name!r}, which 'blocks' does not have")
+            notebook = notebooks[name]
+            own = {row_id(r): r for r in notebook["rows"]}
+            timeboxes = {e: m for r in notebook["rows"] for e, m in r.get("exercises", {}).items()}
+            if "row" in entry:
+                if entry["row"] not in own:
+                    raise PlanError(f"{where}: {name} has no row {entry['row']!r} (its rows: {', '.join(own)})")
+                row = {**own[entry["row"]], **{k: v for k, v in entry.items() if k in ("label", "teach")}}
+                exercises = entry.get("exercises", list(row.get("exercises", {})))
+            else:
+                row, exercises = dict(entry), entry.get("exercises", [])
+            sections_known = [s for r in notebook["rows"] for s in r.get("sections", [])]
+            for section in row.get("sections", []):
+                if section not in sections_known:
+                    raise PlanError(f"{where}: {name} has no section {section!r} in its rows")
+            for exercise in exercises:
+                if exercise not in timeboxes:
+                    raise PlanError(f"{where}: {name} has no exercise {exercise!r} in its rows")
+            row["exercises"] = {e: timeboxes[e] for e in exercises}  # the time-boxes of the notebook's rows
+            shown = []
+            for part in entry.get("shown", []):
+                if part["notebook"] not in notebooks:
+                    raise PlanError(f"{where} shows the notebook {part['notebook']!r}, which 'blocks' does not have")
+                known = [s for r in notebooks[part["notebook"]]["rows"] for s in r.get("sections", [])]
+                for section in part["sections"]:
+                    if section not in known:
+                        raise PlanError(f"{where}: {part['notebook']} has no section {section!r} to show")
+                    shown.append((part["notebook"], section))
+            data, measured = _measured(notebook)
+            found = PlanRow(name, _row(row, data, measured), list(row.get("sections", [])), shown)
+        found.start = minute
+        minute += found.row.minutes
+        out.append(found)
+    return out
+
+
+def training_row(plan: dict, found: list[PlanRow]) -> int | None:
+    """The index of the row that holds the training (plan["training"]: a notebook and its section), or None."""
+    training = plan["training"]
+    return next((i for i, r in enumerate(found)
+                 if r.notebook == training["notebook"] and training["section"] in r.sections), None)
+
+
+def training_start(plan: dict, found: list[PlanRow]) -> int | None:
+    """The minute the training row starts at, or None when no row holds it."""
+    at = training_row(plan, found)
+    return None if at is None else found[at].start
+
+
+def plan_problems(plan: dict, key: str, found: list[PlanRow]) -> list[str]:
+    """What in plan[key] breaks the workshop's rules (empty when nothing does)."""
+    title, problems = plan[key]["title"], []
+    seen: dict[tuple, int] = {}
+    for number, r in enumerate(found, start=1):
+        things = [("section", r.notebook, s) for s in r.sections] + [("section", n, s) for n, s in r.shown]
+        things += [("exercise", r.notebook, e) for e in r.row.exercises]
+        for thing in things:
+            if thing in seen:
+                kind, notebook, name = thing
+                problems.append(f"{kind} {name!r} of {notebook} is counted twice (rows {seen[thing]} and {number}): "
+                                "a plan counts each section and exercise at most once")
+            seen.setdefault(thing, number)
+    total = sum(r.row.minutes for r in found)
+    limit = plan["session_minutes"] if key == "session" else plan[key]["minutes"]
+    if total > limit:
+        problems.append(f"it sums to {total} minutes, more than its {limit}")
+    training, at = plan["training"], training_row(plan, found)
+    if at is None:
+        problems.append(f"no row holds the training, section {training['section']!r} of {training['notebook']}")
+    else:
+        start = found[at].start
+        if key == "session" and start > plan["training_starts_by"]:
+            problems.append(f"the training (section {training['section']!r} of {training['notebook']}) starts at "
+                            f"minute {start}, later than minute {plan['training_starts_by']}")
+        if found[at].row.exercises:
+            problems.append(f"the training row holds the exercises {', '.join(found[at].row.exercises)}: the "
+                            "learners' kernels are busy while it trains, so what happens then is teaching")
+        before = {e for r in found[:at] for e in r.row.exercises}
+        for exercise in plan.get("before_training", []):
+            if exercise not in before:
+                problems.append(f"the exercise {exercise!r} is not done before the training (training uses it)")
+    return [f"{title}: {p}" for p in problems]
+
+
+def take_home_problems(plan: dict, found: list[PlanRow]) -> list[str]:
+    """Whether 'take_home' names exactly what the session leaves out of the notebooks' rows."""
+    every = {("section", b["notebook"], s) for b in _notebooks(plan).values() for r in b["rows"] for s in r.get("sections", [])}
+    every |= {("exercise", b["notebook"], e) for b in _notebooks(plan).values() for r in b["rows"] for e in r.get("exercises", {})}
+    session = {("section", r.notebook, s) for r in found for s in r.sections}
+    session |= {("section", n, s) for r in found for n, s in r.shown}
+    session |= {("exercise", r.notebook, e) for r in found for e in r.row.exercises}
+    named = [(kind, item["notebook"], name) for item in plan["take_home"]
+             for kind, names in (("section", item.get("sections", [])), ("exercise", item.get("exercises", [])))
+             for name in names]
+    problems = [f"take_home names the {k} {n!r} of {nb}, which no notebook row has" for k, nb, n in named
+                if (k, nb, n) not in every]
+    problems += [f"take_home names the {k} {n!r} of {nb}, which the session has" for k, nb, n in named
+                 if (k, nb, n) in session]
+    problems += [f"the {k} {n!r} of {nb} is neither in the session nor named in take_home"
+                 for k, nb, n in sorted(every - session - set(named))]
+    return problems
+
+
+def checked_plans(plan: dict) -> dict[str, list[PlanRow]]:
+    """Both plans' rows, or a PlanError that names every rule they break."""
+    found = {key: plan_rows(plan, key) for key in ("session", "three_hours")}
+    problems = [p for key, rows_ in found.items() for p in plan_problems(plan, key, rows_)]
+    problems += take_home_problems(plan, found["session"])
+    if problems:
+        raise PlanError(f"{_shown(PLAN)} breaks the workshop's rules: " + "; ".join(problems))
+    return found
+
+
+def _short(notebook: str) -> str:
+    return notebook.split("_", 1)[0]
+
+
+def _run_files(plan: dict) -> str:
+    by_file: dict[str, list[str]] = {}
+    for b in _notebooks(plan).values():
+        by_file.setdefault(b["run_file"], []).append(_short(b["notebook"]))
+    return "; ".join(f"{', '.join(names)}: [{name}](benchmarks/results/{name})" for name, names in by_file.items())
+
+
+def render_plan(plan: dict, key: str, found: list[PlanRow]) -> str:
+    lines = []
+    if key == "session":
+        lines += [(f"*Run* is what the learners' cells compute with the default parameters, measured per section "
+                   f"({_run_files(plan)}); *teach* and the exercises' time-boxes are suggestions. A row takes its "
+                   "teaching time or its run time, whichever is longer, plus its exercises, and starts where the "
+                   "row before it ended; a section shown from the projector is not run by the learners and adds "
+                   "no run time. Each section and exercise is counted once."), ""]
+    lines += ["| starts at | notebook | rows (sections) | run | teach | exercises (minutes) | minutes |",
+              "|---|---|---|---|---|---|---|"]
+    for r in found:
+        if r.notebook is None:
+            lines.append(f"| {r.start} | — | {r.row.label} | — | {r.row.teach} min | — | {r.row.minutes} |")
+            continue
+        run = _run_text(r.row)
+        if r.shown:
+            shown: dict[str, list[str]] = {}
+            for n, section in r.shown:
+                shown.setdefault(n, []).append(section.split(".")[0])
+            run += "; shown, not run: " + "; ".join(f"`{n}` {', '.join(s)}" for n, s in shown.items())
+        lines.append(f"| {r.start} | `{r.notebook}` | {r.row.label} | {run} | {r.row.teach} min | "
+                     f"{_exercise_text(r.row.exercises)} | {r.row.minutes} |")
+    total = sum(r.row.minutes for r in found)
+    exercises = sum(sum(r.row.exercises.values()) for r in found)
+    training = plan["training"]
+    start = training_start(plan, found)
+    if key == "session":
+        limit = plan["session_minutes"]
+        by = plan["training_starts_by"]
+        rule = (f"; the plan requires it by minute {by}, so the rows before it have {by - start} "
+                f"minute{'' if by - start == 1 else 's'} of slack")
+    else:
+        limit, rule = plan[key]["minutes"], ""
+    lines += ["", (f"**{plan[key]['title']}: {total} minutes in all**, {exercises} of them exercises, against "
+                   f"{limit} ({limit - total} to spare). **Training** (`{training['notebook']}`, section "
+                   f"{training['section'].split('.')[0]}) **starts at minute {start}**{rule}.")]
+    return "\n".join(lines)
+
+
+def render_take_home(plan: dict, found: dict[str, list[PlanRow]]) -> str:
+    variant = {("section", r.notebook, s) for r in found["three_hours"] for s in r.sections}
+    variant |= {("exercise", r.notebook, e) for r in found["three_hours"] for e in r.row.exercises}
+    timeboxes = {e: m for b in _notebooks(plan).values() for r in b["rows"] for e, m in r.get("exercises", {}).items()}
+    lines = ["| notebook | sections | exercises (minutes) | in the 3-hour variant |", "|---|---|---|---|"]
+    for item in plan["take_home"]:
+        name = item["notebook"]
+        sections, exercises = item.get("sections", []), item.get("exercises", [])
+        inside = [s.split(".")[0] for s in sections if ("section", name, s) in variant]
+        inside += [f"`{e}`" for e in exercises if ("exercise", name, e) in variant]
+        lines.append(f"| `{name}` | {'; '.join(sections) or '—'} | "
+                     f"{_exercise_text({e: timeboxes[e] for e in exercises})} | {', '.join(inside) or 'no'} |")
+    full = ", ".join(f"`{_short(b['notebook'])}` {sum(r.minutes for r in rows(b))}" for b in _notebooks(plan).values())
+    lines += ["", (f"Each notebook taught in full, by its own minute plan: {full} minutes. The plans above take "
+                   "parts of them; these totals are not added to either plan.")]
     return "\n".join(lines)
 
 
@@ -183,9 +392,10 @@ def _described(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def rendered() -> dict[str, str]:
-    """Every table, by block name. A plan or run file of the wrong shape is a PlanError naming the block."""
-    plan = read_json(PLAN, RESTORE)
+def rendered(plan: dict | None = None) -> dict[str, str]:
+    """Every table, by block name, from `plan` (default: the plan file). A plan or run file of the wrong shape is a
+    PlanError naming the block; a plan that breaks the workshop's rules, a PlanError naming each rule."""
+    plan = read_json(PLAN, RESTORE) if plan is None else plan
     where = _shown(PLAN)
     try:
         out = {}
@@ -194,8 +404,13 @@ def rendered() -> dict[str, str]:
                 where = f"{_shown(PLAN)}, block {number} ({block['notebook']})"
                 in_guide = block.get("table_in") == "guide"  # the guide's links start at the repository's root
                 out[block["notebook"]] = render_notebook(block, link_prefix="" if in_guide else "../")
+                if block.get("guide_copy"):  # the notebook's own table, and a copy in the guide
+                    out[f"{block['notebook']}-guide"] = render_notebook(block, link_prefix="")
         where = _shown(PLAN)
-        out["agenda"] = render_agenda(plan)
+        found = checked_plans(plan)
+        out["agenda"] = render_plan(plan, "session", found["session"])
+        out["agenda-3h"] = render_plan(plan, "three_hours", found["three_hours"])
+        out["take-home"] = render_take_home(plan, found)
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
         raise PlanError(f"{where}: {_described(e)}; fix the plan (its 'about' says what each block holds) "
                         f"or {RESTORE}") from None

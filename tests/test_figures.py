@@ -366,6 +366,127 @@ def test_the_minute_plans_are_written_from_the_plan_file():
     assert not stale, "; ".join(stale) + ": run `.venv/bin/python scripts/minute_plan.py --write`"
 
 
+def the_plan() -> dict:
+    """workshop/minute_plan.json, read afresh (a test may change its copy)."""
+    return json.loads(minute_plan.PLAN.read_text())
+
+
+def minutes_and_training_start(plan: dict, key: str) -> tuple[int, int | None]:
+    found = minute_plan.plan_rows(plan, key)
+    return sum(r.row.minutes for r in found), minute_plan.training_start(plan, found)
+
+
+def test_the_session_fits_150_minutes_and_trains_by_minute_45():
+    plan = the_plan()
+    total, start = minutes_and_training_start(plan, "session")
+    assert plan["session_minutes"] == 150 and plan["training_starts_by"] == 45
+    assert total <= 150, f"the 150-minute session sums to {total} minutes"
+    assert start is not None and start <= 45, f"training starts at minute {start}"
+
+
+def test_the_3_hour_variant_fits_180_minutes():
+    plan = the_plan()
+    total, start = minutes_and_training_start(plan, "three_hours")
+    assert plan["three_hours"]["minutes"] == 180 and total <= 180, f"the 3-hour variant sums to {total} minutes"
+    assert start is not None
+
+
+@pytest.mark.parametrize("key", ["session", "three_hours"])
+def test_a_plan_counts_each_section_and_exercise_once(key):
+    found = minute_plan.plan_rows(the_plan(), key)
+    sections = [(r.notebook, s) for r in found for s in r.sections] + [shown for r in found for shown in r.shown]
+    exercise_names = [e for r in found for e in r.row.exercises]
+    assert sorted({s for s in sections if sections.count(s) > 1}) == []
+    assert sorted({e for e in exercise_names if exercise_names.count(e) > 1}) == []
+
+
+def numbered_sections(path: Path) -> list[str]:
+    """A notebook's "## N. ..." headings (not its "What this run produced" or "Review questions")."""
+    cells = json.loads(path.read_text())["cells"]
+    return [line[3:].strip() for c in cells if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines() if re.match(r"## \d+\. ", line)]
+
+
+def test_every_section_and_exercise_of_notebooks_00_to_04_is_in_a_plan_or_taken_home():
+    plan = the_plan()
+    planned = {key: minute_plan.plan_rows(plan, key) for key in ("session", "three_hours")}
+    covered = {(r.notebook, s) for rows_ in planned.values() for r in rows_ for s in r.sections}
+    covered |= {shown for rows_ in planned.values() for r in rows_ for shown in r.shown}
+    covered |= {(item["notebook"], s) for item in plan["take_home"] for s in item.get("sections", [])}
+    done = {(r.notebook, e) for rows_ in planned.values() for r in rows_ for e in r.row.exercises}
+    done |= {(item["notebook"], e) for item in plan["take_home"] for e in item.get("exercises", [])}
+    paths = sorted((ROOT / "notebooks").glob("0[0-4]_*.ipynb"))
+    assert [p.stem for p in paths] == [b["notebook"] for b in plan["blocks"] if "notebook" in b]
+    for path in paths:
+        sections = numbered_sections(path)
+        assert sections, path.name
+        assert [s for s in sections if (path.stem, s) not in covered] == [], f"{path.name}: in no plan, not take-home"
+        found = [name for _, name, _ in exercises(path)]
+        assert [e for e in found if (path.stem, e) not in done] == [], f"{path.name}: in no plan, not take-home"
+    session = {(r.notebook, s) for r in planned["session"] for s in r.sections}
+    assert not session & {(item["notebook"], s) for item in plan["take_home"] for s in item.get("sections", [])}
+
+
+def _extra(minutes: int) -> dict:
+    return {"block": "an extra block", "teach": minutes}
+
+
+def _sum_151(plan: dict) -> None:
+    plan["session"]["rows"].append(_extra(151 - minutes_and_training_start(plan, "session")[0]))
+
+
+def _training_at_46(plan: dict) -> None:
+    plan["session"]["rows"].insert(0, _extra(46 - minutes_and_training_start(plan, "session")[1]))
+
+
+def _a_section_twice(plan: dict) -> None:
+    plan["session"]["rows"].append(next(r for r in plan["session"]["rows"] if r.get("row") == "4"))
+
+
+def _variant_181(plan: dict) -> None:
+    plan["three_hours"]["rows"].append(_extra(181 - minutes_and_training_start(plan, "three_hours")[0]))
+
+
+def _reward_after_training(plan: dict) -> None:
+    rows_ = plan["session"]["rows"]
+    row = next(r for r in rows_ if r.get("row") == "1–5")
+    rows_.remove(row)
+    rows_.append(row)
+
+
+def _an_exercise_while_training(plan: dict) -> None:
+    next(r for r in plan["session"]["rows"] if r.get("row") == "8")["exercises"] = ["02-no-signal"]
+    next(r for r in plan["session"]["rows"] if r.get("row") == "exercises")["exercises"] = ["02-reward-adapter", "02-group-advantages"]
+
+
+def _a_section_not_taken_home(plan: dict) -> None:
+    plan["take_home"][0]["sections"].pop()
+
+
+BROKEN_PLANS = [
+    ("the session sums to 151", _sum_151, "The 150-minute session: it sums to 151 minutes, more than its 150"),
+    ("training starts at minute 46", _training_at_46, "starts at minute 46, later than minute 45"),
+    ("a section counted twice", _a_section_twice, "section '4. The parser trap' of 01_traced_gsm8k_eval is counted twice"),
+    ("the variant sums to 181", _variant_181, "The 3-hour variant: it sums to 181 minutes, more than its 180"),
+    ("the reward exercise after training", _reward_after_training,
+     "the exercise '02-last-number' is not done before the training"),
+    ("an exercise while it trains", _an_exercise_while_training,
+     "the training row holds the exercises 02-no-signal: the learners' kernels are busy"),
+    ("a section neither planned nor taken home", _a_section_not_taken_home,
+     "is neither in the session nor named in take_home"),
+]
+
+
+@pytest.mark.parametrize("break_it, says", [case[1:] for case in BROKEN_PLANS], ids=[case[0] for case in BROKEN_PLANS])
+def test_minute_plan_refuses_a_plan_that_breaks_a_rule(break_it, says):
+    plan = the_plan()
+    minute_plan.rendered(plan)  # the plan as committed passes
+    break_it(plan)
+    with pytest.raises(minute_plan.PlanError) as refused:
+        minute_plan.rendered(plan)
+    assert says in str(refused.value) and "breaks the workshop's rules" in str(refused.value), str(refused.value)
+
+
 @pytest.mark.parametrize("notebook", [b for b in json.loads(minute_plan.PLAN.read_text())["blocks"] if "notebook" in b],
                          ids=lambda b: b["notebook"])
 def test_every_exercise_has_its_minutes_in_the_plan(notebook):
@@ -506,7 +627,7 @@ CLAIMS += [
     Claim("README.md", r"\+[\d.]+, [\d.]+–([\d.]+) min of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim("README.md", r"a step takes about ([\d.]+)× as long", TIMING,
           lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
-    Claim(GUIDE, r"training cell before explaining GRPO in depth: its (\d+) minutes", E2E, e2e("train_minutes"), 0.5),
+    Claim(GUIDE, r"so the training row, its (\d+) minutes of training", E2E, e2e("train_minutes"), 0.5),
     Claim(GUIDE, r"training peaks at about ([\d.]+) GB in the kernel alone", E2E, e2e("peak_rss_gb"), 0.05),
     Claim(GUIDE, r"it needs about ([\d.]+) GB of memory for the kernel", E2E, e2e("peak_rss_gb"), 0.05),
     Claim(GUIDE, r"2 cores for the (\d+)\s+minutes of training", E2E, e2e("train_minutes"), 0.5),

@@ -153,6 +153,22 @@ def test_the_memory_verdict_counts_a_recorded_server_and_borrows_bfloat16s_peak_
     assert install_check.notebook_02_memory(machine(available_gb=6.5, cpuinfo=CPUINFO_BF16))[0] is False
 
 
+def test_the_memory_verdict_reads_the_kernel_and_server_together_where_a_run_recorded_both(files):
+    """bench_learnability's runs record the training process and its server read at the same moments
+    (peak_memory_training); the largest of those is the need, not the sum of two separate peaks."""
+    together = [{"peak_memory_training": {"own_gb": 2.6, "children_gb": 0.4, "total_gb": 2.9}},
+                {"peak_memory_training": {"own_gb": 2.7, "children_gb": 0.4, "total_gb": 3.1}}]
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False, server_peak_rss_gb=0.75)
+    record = json.loads((files / "f32.json").read_text())
+    for run, memory in zip(record["runs"], together):
+        run.update(memory)
+    (files / "f32.json").write_text(json.dumps(record))
+    fits, text = install_check.notebook_02_memory(machine(available_gb=4.0))
+    assert fits and text.startswith("tight: 4.0 of 16.0 GB available; notebook 02's training peaked at 3.1 GB "
+                                    "resident with its llama.cpp server (f32.json)"), text
+    assert install_check.notebook_02_memory(machine(available_gb=3.0))[0] is False
+
+
 def test_no_file_at_all_is_said_not_to_be_measured(files):
     assert install_check.notebook_02_memory(machine()) == (
         True, "not measured: 8.0 of 16.0 GB available; no result file records notebook 02's peak memory")

@@ -48,3 +48,29 @@ def test_peak_memory_counts_the_processes_started_below():
         child.kill()
     record = peak.record()
     assert record["children_gb"] > 0.25 and record["total_gb"] >= record["own_gb"] + 0.25
+
+
+def test_weight_change_reads_what_safetensors_holds_one_tensor_at_a_time(tmp_path):
+    """Notebook 02's weight_change reads the files itself (no memory map held open): same tensors, same dtypes,
+    same figures as safetensors' own loader."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from helpers.grpo import SafetensorsReader, weight_change
+
+    generator = torch.Generator().manual_seed(0)
+    before = {"a": torch.randn(3, 4, generator=generator), "b": torch.randn(5, generator=generator).bfloat16(),
+              "steps": torch.arange(4), "empty": torch.zeros(0, 2)}
+    after = {**before, "a": before["a"] + 0.5, "new": torch.ones(2)}
+    for name, tensors in (("before", before), ("after", after)):
+        (tmp_path / name).mkdir()
+        save_file(tensors, str(tmp_path / name / "model.safetensors"))
+    with SafetensorsReader(tmp_path / "after" / "model.safetensors") as reader:
+        expected = load_file(str(tmp_path / "after" / "model.safetensors"))
+        assert sorted(reader.names()) == sorted(expected)
+        for name, tensor in expected.items():
+            assert reader.tensor(name).dtype == tensor.dtype and torch.equal(reader.tensor(name), tensor), name
+    change = weight_change(tmp_path / "before", tmp_path / "after")
+    assert change["tensors"] == 5 and change["tensors_changed"] == 1 and abs(change["max_abs_change"] - 0.5) < 1e-6
+    norm = sum(float((t.float() ** 2).sum()) for t in before.values())
+    assert abs(change["relative_l2_change"] - (12 * 0.25 / norm) ** 0.5) < 1e-6

@@ -88,6 +88,7 @@ class Measured:
     sec_per_step: float  # the mean over its runs
     peak_rss_gb: float | None  # the training process's peak (the largest of its runs), without the llama.cpp server
     server_rss_gb: float | None  # the llama.cpp server's peak, where a run recorded "server_peak_rss_gb"
+    together_gb: float | None  # the training process and its server read together (a run's "peak_memory_training")
     matmul_gflops: float | None  # its machine's benchmark in this precision, where it recorded "machine_speed"
 
     @property
@@ -112,9 +113,12 @@ def measured(precision: str) -> Measured | None:
         return None
     kernels = [run["peak_rss_gb"] for run in runs if run.get("peak_rss_gb")]
     servers = [run["server_peak_rss_gb"] for run in runs if run.get("server_peak_rss_gb")]
+    together = [run["peak_memory_training"]["total_gb"] for run in runs
+                if (run.get("peak_memory_training") or {}).get("total_gb")]
     speed = record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision)
     return Measured(file=name, date=record.get("date", "date not recorded"), cpu=record.get("cpu", "unrecorded CPU"),
                     cores=record.get("cores", 0), steps=record["steps"],
                     sec_per_step=sum(run["training"]["sec_per_step"] for run in runs) / len(runs),
                     peak_rss_gb=max(kernels) if kernels else None,
-                    server_rss_gb=max(servers) if servers else None, matmul_gflops=speed)
+                    server_rss_gb=max(servers) if servers else None, together_gb=max(together) if together else None,
+                    matmul_gflops=speed)
