@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import weave
 from transformers import TrainerCallback
@@ -399,11 +399,11 @@ class SafetensorsReader:
     """One tensor at a time from a .safetensors file (8-byte header length, JSON header, raw data), by seek and
     read: nothing of the file stays resident after a tensor is dropped."""
 
-    DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+    DTYPES: ClassVar[dict[str, str]] = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
               "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
     def __init__(self, path: str | Path):
-        self.file = open(path, "rb")
+        self.file = open(path, "rb")  # noqa: SIM115 - closed by __exit__
         length = int.from_bytes(self.file.read(8), "little")
         self.header = {k: v for k, v in json.loads(self.file.read(length)).items() if k != "__metadata__"}
         self.data_start = 8 + length

@@ -253,7 +253,13 @@ def test_gpu_path_trains_a_step_with_lora_and_frees_the_trainer(gsm8k_dir, tmp_p
     assert trainer.generation_config.eos_token_id == [2, 0] and trainer.eos_token_id == 2  # <|im_end|> first
     trainer.train()
     assert trainer.state.global_step == 1
+    import gc
+    import weakref
+
+    adam_moment = weakref.ref(next(iter(trainer.optimizer.state.values()))["exp_avg"])
     trained = grpo.release_trainer(trainer)  # what the notebook does before the final evaluation
+    gc.collect()
+    assert adam_moment() is None, "Adam's state outlived the trainer (transformers' CallbackHandler keeps it)"
     assert not hasattr(trained, "merge_and_unload")  # a plain transformers model again
     assert trainer.optimizer is None and trainer.model is None and trained.device.type == "cpu"
     original = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).state_dict()
