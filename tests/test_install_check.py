@@ -72,9 +72,10 @@ def result_file(folder, name, *, bf16=True, sec_per_step=(20.0, 22.0), peak=(5.0
 
 @pytest.fixture
 def files(tmp_path, monkeypatch):
-    """machine_speed reads result files from tmp_path, and FILES names none until a test sets it."""
+    """machine_speed reads result files from tmp_path, and FILES and MEMORY_FILE name none until a test sets them."""
     monkeypatch.setattr(machine_speed, "RESULTS", tmp_path)
     monkeypatch.setattr(machine_speed, "FILES", {"bfloat16": None, "float32": None})
+    monkeypatch.setattr(machine_speed, "MEMORY_FILE", None)
     return tmp_path
 
 
@@ -167,6 +168,22 @@ def test_the_memory_verdict_reads_the_kernel_and_server_together_where_a_run_rec
     assert fits and text.startswith("tight: 4.0 of 16.0 GB available; notebook 02's training peaked at 3.1 GB "
                                     "resident with its llama.cpp server (f32.json)"), text
     assert install_check.notebook_02_memory(machine(available_gb=3.0))[0] is False
+
+
+def test_the_memory_verdict_prefers_the_whole_notebooks_run(files):
+    """scripts/bench_notebooks.py's run of notebook 02 (kernel and servers read together, all cells) is the need,
+    whatever the training runs' files say; its parameters are named."""
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False)  # 6.0 GB training peak
+    (files / "nb.json").write_text(json.dumps({
+        "date": "2026-12-07", "cpu": "Test CPU", "parameters": {"precision": "float32"},
+        "notebooks": [{"notebook": "02_traced_grpo_training", "peak_kernel_and_servers_gb": 3.2}]}))
+    machine_speed.MEMORY_FILE = "nb.json"
+    fits, text = install_check.notebook_02_memory(machine(available_gb=5.0))
+    assert fits and text == ("fits: 5.0 of 16.0 GB available; notebook 02 peaked at 3.2 GB resident, kernel and "
+                             "llama.cpp server together (nb.json; precision float32)"), text
+    assert install_check.notebook_02_memory(machine(available_gb=3.0))[0] is False
+    machine_speed.MEMORY_FILE = "gone.json"  # named but not there: the training runs' figure again
+    assert "6.0 GB in the kernel" in install_check.notebook_02_memory(machine(available_gb=9.0))[1]
 
 
 def test_no_file_at_all_is_said_not_to_be_measured(files):

@@ -27,6 +27,36 @@ FILES: dict[str, str | None] = {
     "float32": None,
 }
 
+# Notebook 02 run whole (scripts/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
+# llama.cpp servers read together all the way, in float32 (the larger of the two precisions' peaks). None: not measured.
+MEMORY_FILE: str | None = None
+
+
+@dataclass
+class NotebookMemory:
+    """What MEMORY_FILE measured: notebook 02's peak resident memory, kernel and servers together."""
+
+    file: str
+    date: str
+    cpu: str
+    peak_gb: float
+    parameters: dict  # what the run set (e.g. its precision; fewer steps leave a step's shape, so its peak, as it is)
+
+
+def notebook_memory() -> NotebookMemory | None:
+    """MEMORY_FILE's notebook 02 peak; None where no file is named, or it is gone or has no notebook 02 run."""
+    if MEMORY_FILE is None or not (RESULTS / MEMORY_FILE).is_file():
+        return None
+    record = json.loads((RESULTS / MEMORY_FILE).read_text())
+    runs = [n for n in record.get("notebooks", []) if n.get("notebook", "").startswith("02")
+            and n.get("peak_kernel_and_servers_gb")]
+    if not runs:
+        return None
+    return NotebookMemory(file=MEMORY_FILE, date=record.get("date", "date not recorded"),
+                          cpu=record.get("cpu", "unrecorded CPU"), peak_gb=runs[0]["peak_kernel_and_servers_gb"],
+                          parameters=record.get("parameters", {}))
+
+
 # One multiplication of the benchmark: 1024 tokens through SmolLM2-135M's MLP projection (hidden 576, MLP 1536),
 # the kind of product that dominates notebook 02's update. 1.8 GFLOP: ~12 ms in float32 on 2 cores.
 SHAPE = (1024, 576, 1536)
