@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import torch
 import verifiers as vf
+from fake_completion_server import FakeCompletionServer
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -440,50 +441,20 @@ def test_a_fixed_thread_count_is_never_sampled(monkeypatch):
             grpo.default_threads()
 
 
-class _SlowCompletionServer:
-    """A stand-in for llama.cpp's /completion on 127.0.0.1 (only that path): each reply of n_cmpl completions
-    of 8 tokens comes after `delay_s` seconds (None: never). What PolicyServer.complete reads of the real one."""
+class _SlowCompletionServer(FakeCompletionServer):
+    """Each reply of n_cmpl completions of 8 tokens comes after `delay_s` seconds (None: never, as far as the test
+    waits). What PolicyServer.complete reads of the real one."""
+
+    HUNG_S = 30.0  # the test gives up long before; the server thread is a daemon
 
     def __init__(self, tmp_path):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
         self.delay_s: float | None = 0.02
-        outer = self
+        super().__init__(tmp_path, self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if outer.delay_s is None:
-                    time.sleep(30)  # hung (the test gives up long before; the server thread is a daemon)
-                    return
-                time.sleep(outer.delay_s)
-                data = json.dumps([{"index": i, "tokens": list(range(10, 18)), "completion_probabilities": [],
-                                    "stop_type": "limit"} for i in range(body.get("n_cmpl", 1))]).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except BrokenPipeError:  # the client gave up waiting: that is what is tested
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.http.server_port}/v1"
-        self.api_key, self.log_path = "test-key", tmp_path / "policy.log"
-
-    def is_running(self) -> bool:
-        return True
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+    def _answer(self, body: dict):
+        replies = [{"index": i, "tokens": list(range(10, 18)), "completion_probabilities": [], "stop_type": "limit"}
+                   for i in range(body.get("n_cmpl", 1))]
+        return 200, replies, self.HUNG_S if self.delay_s is None else self.delay_s
 
 
 def test_a_slow_policy_server_is_waited_for_and_a_hung_one_named(tmp_path):

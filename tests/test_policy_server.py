@@ -10,11 +10,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fake_completion_server import FakeCompletionServer
 
 from helpers.local.child_process import EndpointError
 from helpers.local.paths import display_path
@@ -22,49 +22,6 @@ from helpers.local.policy_server import PolicyServer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESUME = "run the training cell again"
-
-
-class _FakeCompletionServer:
-    """A stand-in for llama.cpp's /completion on 127.0.0.1 (that path only), for the paths a real server does
-    not take on demand: `reply(body)` gives (status, JSON object or raw bytes, delay_s) for each request, or
-    None to close the connection without an answer."""
-
-    def __init__(self, tmp_path, reply):
-        outer = self
-        self.reply, self.requests = reply, 0
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests += 1
-                answer = outer.reply(body)
-                if answer is None:  # no status line: the client sees the connection close
-                    self.close_connection = True
-                    return
-                status, data, delay_s = answer
-                time.sleep(delay_s)
-                raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.http.server_port}/v1"
-        self.api_key, self.log_path = "test-key", tmp_path / "policy.log"
-
-    def is_running(self) -> bool:
-        return True
-
-    def stop(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
 
 def _sequences(body: dict, tokens: int = 8, generation_ms: float | None = None) -> list[dict]:
@@ -76,11 +33,11 @@ def _sequences(body: dict, tokens: int = 8, generation_ms: float | None = None) 
 
 @pytest.fixture
 def fake_policy(tmp_path):
-    """PolicyServer(parallel=2) on a _FakeCompletionServer answering `reply`; the fake is stopped after."""
+    """PolicyServer(parallel=2) on a FakeCompletionServer answering `reply`; the fake is stopped after."""
     fakes = []
 
     def make(reply) -> PolicyServer:
-        fakes.append(_FakeCompletionServer(tmp_path, reply))
+        fakes.append(FakeCompletionServer(tmp_path, reply))
         policy = PolicyServer(folder=tmp_path, parallel=2)
         policy.server = fakes[-1]
         return policy
