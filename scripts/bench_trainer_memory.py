@@ -1,0 +1,90 @@
+"""Notebook 02's trainer before and after its memory changes: a few GRPO steps of the default design (4 prompts x 8
+completions, 48 tokens) in each precision, with this checkout's trainer and with another checkout's (e.g. a
+`git worktree` of an older commit), each in a fresh process: seconds per step after the first (and its split) and
+the peak resident memory of the process and its llama.cpp server read together. Prints a table and writes
+benchmarks/results/trainer-memory-<date>.json.
+
+    git worktree add /tmp/oldtree ca3be0c
+    .venv/bin/python scripts/bench_trainer_memory.py --other /tmp/oldtree --steps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_results import machine_info, whole_number, write_result
+
+# Runs in a child process with the checkout under test first on sys.path; the memory is read by this checkout's
+# PeakMemory (an older checkout may not have it), around the whole run.
+CHILD = """
+import importlib.util, json, os, sys
+from dataclasses import replace
+root, precision, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.path[:0] = [root, root + "/scripts"]
+os.chdir(root)
+import bench_learnability as b
+spec = importlib.util.spec_from_file_location("course_memory", sys.argv[4])
+memory = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(memory)
+captured = {}
+figures = b.training_figures
+b.training_figures = lambda log, *a, **k: captured.setdefault("log", log) and figures(log, *a, **k)
+setting = replace(b.SETTINGS["arith-short-bf16-36"], bf16=precision == "bfloat16")
+with memory.PeakMemory() as peak:
+    b.train_run(setting, 0, 2, steps=steps, evaluate_after=False, base_done=True)
+timed = [e for e in captured["log"] if "timing/step_s" in e][1:]  # the first step also starts the server
+mean = lambda key: round(sum(e[f"timing/{key}"] for e in timed) / len(timed), 2)
+print("RESULT " + json.dumps({"sec_per_step": mean("step_s"),
+                              **{f"sec_per_step_{k[:-2]}": mean(k) for k in ("generation_s", "sync_s", "update_s")},
+                              "steps_timed": len(timed), "peak": peak.record()}))
+"""
+
+
+def run(tree: Path, precision: str, steps: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tree), precision, str(steps),
+                           str(ROOT / "helpers" / "local" / "memory.py")],
+                          check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if done.returncode or line is None:
+        raise SystemExit(f"bench_trainer_memory: the run in {tree} ({precision}) failed:\n{done.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--other", type=Path, help="another checkout to compare with (e.g. a git worktree)")
+    parser.add_argument("--steps", type=whole_number(2, what="training steps; the first is not timed"), default=5)
+    parser.add_argument("--precisions", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
+    args = parser.parse_args()
+    if args.other is not None and not (args.other / "scripts" / "bench_learnability.py").is_file():
+        parser.error(f"{args.other} is not a checkout of the course (no scripts/bench_learnability.py)")
+    trees = {"this checkout": ROOT, **({"other": args.other} if args.other else {})}
+    info = machine_info()
+    rows = []
+    for precision in args.precisions:
+        for label, tree in trees.items():
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, check=False,
+                                    capture_output=True, text=True).stdout.strip()
+            print(f"bench_trainer_memory: {label} ({commit}), {precision}, {args.steps} steps ...", flush=True)
+            rows.append({"tree": label, "commit": commit, "precision": precision, **run(tree, precision, args.steps)})
+            r = rows[-1]
+            print(f"  {r['sec_per_step']} s/step (update {r['sec_per_step_update']}), peak {r['peak']['total_gb']} GB "
+                  "(process and server)", flush=True)
+    print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['tree']} | {r['commit']} | {r['precision']} | {r['sec_per_step']} | {r['sec_per_step_generation']} "
+              f"| {r['sec_per_step_sync']} | {r['sec_per_step_update']} | {r['peak']['total_gb']} |")
+    write_result("trainer-memory", info, {"steps": args.steps, "design": "arith-short-bf16-36 (notebook 02's defaults)",
+                                          "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
