@@ -264,6 +264,11 @@ def test_the_files_behind_the_verdict_measured_notebook_02s_defaults():
         assert design == {key: defaults[key] for key in design}, f"{name} is not notebook 02's defaults"
         figures = machine_speed.measured(precision)
         assert figures.sec_per_step > 0 and figures.peak_rss_gb > 0, name
+    # MEMORY_FILE: notebook 02 run whole, in float32 (the larger peak), its design the defaults but for the steps
+    whole = machine_speed.notebook_memory()
+    assert whole is not None and 0.5 < whole.peak_gb < 8, machine_speed.MEMORY_FILE
+    assert whole.parameters.get("precision") == "float32" and set(whole.parameters) <= {
+        "precision", "max_steps", "hack_steps"}, whole.parameters  # steps leave a step's shape, so the peak, as is
 
 
 # ----------------------------------------------------------------------------- the matrix-multiply benchmark
