@@ -31,7 +31,7 @@ sys.path[:0] = [root, root + "/scripts"]
 os.chdir(root)
 import bench_learnability as b
 spec = importlib.util.spec_from_file_location("course_memory", sys.argv[4])
-memory = importlib.util.module_from_spec(spec)
+memory = sys.modules["course_memory"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
 spec.loader.exec_module(memory)
 captured = {}
 figures = b.training_figures
