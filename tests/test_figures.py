@@ -743,6 +743,7 @@ CLAIMS += [
     *[Claim(where, r"greedy \d+% → \d+%, ([\d.]+) min", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05)
       for where in ("README.md", GUIDE)],
     Claim("README.md", r"at ([\d.]+) s/step \(\[learnability-nb02", FP32, lambda d: d["runs"][0]["training"]["sec_per_step"], 0.05),
+    Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05),
     Claim(GUIDE, r"minutes of training \(([\d.]+) s/step\)", FP32, lambda d: d["runs"][0]["training"]["sec_per_step"], 0.05),
     # the design set's 3 bfloat16 seeds, each counted
     Claim(GUIDE, r"above 0: rose in (\d) of 3 seeds", B36, lambda d: sum(x > 0 for x in d["summary"]["diff_sampled_lenient"]["per_seed"]), 0),
