@@ -732,23 +732,33 @@ def signs(kind: str, key: str, *index) -> Callable[[dict], float]:
     return read
 
 
+FP32_AT = r"(?:float32, \d seeds? on the design set|measured in \d seeds? on the same)[\s\S]*?"
 CLAIMS += [
-    *[Claim(where, r"one seed on (?:the design set|the same\s+problems).*?pass@1 ([\d.]+)% → [\d.]+%", FP32, signs("pass1", "before"), 0.05)
+    *[Claim(where, FP32_AT + r"pass@1 ([\d.]+)% →", FP32, signs("pass1", "before"), 0.05)
       for where in ("README.md", GUIDE)],
-    *[Claim(where, r"pass@1 [\d.]+% → ([\d.]+)% \(\+[\d.]+ points, interval \+[\d.]+ to \+[\d.]+ over\s+problems\)?[;,]", FP32,
-            signs("pass1", "after"), 0.05) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"53.5% \(\+([\d.]+) points, interval", FP32, signs("pass1", "mean"), 0.05) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"interval \+([\d.]+) to \+[\d.]+ over\s+problems\)?[;,] (?:its spread|greedy)", FP32,
-            signs("pass1", "bootstrap_95", 0), 0.05) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"interval \+[\d.]+ to \+([\d.]+) over\s+problems\)?[;,] (?:its spread|greedy)", FP32,
-            signs("pass1", "bootstrap_95", 1), 0.05) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"greedy (\d+)% → \d+%, [\d.]+ min", FP32, signs("greedy", "before"), 0.5) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"greedy \d+% → (\d+)%, [\d.]+ min", FP32, signs("greedy", "after"), 0.5) for where in ("README.md", GUIDE)],
-    *[Claim(where, r"greedy \d+% → \d+%, ([\d.]+) min", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05)
+    *[Claim(where, r"float32, (\d) seeds? on", FP32, lambda d: len(d["runs"]), 0) for where in ("README.md",)],
+    *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]), 0) for where in (GUIDE,)],
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32, signs("pass1", "after"), 0.05)
       for where in ("README.md", GUIDE)],
-    Claim("README.md", r"at ([\d.]+) s/step \(\[learnability-nb02", FP32, lambda d: d["runs"][0]["training"]["sec_per_step"], 0.05),
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32, signs("pass1", "mean"), 0.05)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32, signs("pass1", "bootstrap_95", 0), 0.05)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32, signs("pass1", "bootstrap_95", 1), 0.05)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"over\s+problems(?:, [+−][\d.]+ to [+−][\d.]+ over the seeds)?; rose in (\d) of \d seeds\), greedy", FP32,
+            lambda d: sum(v > 0 for v in d["summary"]["signs"]["pass1"]["change"]["per_seed"]), 0) for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32, signs("greedy", "before"), 0.5)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32, signs("greedy", "after"), 0.5)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"greedy \d+% → \d+% \(rose in (\d) of \d seeds\), [\d.]+", FP32,
+            lambda d: sum(v > 0 for v in d["summary"]["signs"]["greedy"]["change"]["per_seed"]), 0) for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"seeds\), ([\d.]+)(?:–[\d.]+)? min(?:utes)? of training", FP32, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05)
+      for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"([\d.]+) s/step on average", FP32,
+            lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05) for where in ("README.md", GUIDE)],
     Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05),
-    Claim(GUIDE, r"minutes of training \(([\d.]+) s/step\)", FP32, lambda d: d["runs"][0]["training"]["sec_per_step"], 0.05),
     # the design set's 3 bfloat16 seeds, each counted
     Claim(GUIDE, r"above 0: rose in (\d) of 3 seeds", B36, lambda d: sum(x > 0 for x in d["summary"]["diff_sampled_lenient"]["per_seed"]), 0),
     Claim(GUIDE, r"over the seeds (−[\d.]+) to \+[\d.]+\), greedy", B36,
