@@ -293,3 +293,11 @@ def test_notebooks_load_no_image_from_the_web():
             source = "".join(cell["source"])
             assert not re.search(r"!\[[^\]]*\]\(https?://", source), f"{path.name}: a web image in a cell"
             assert not re.search(r"<img[^>]+src=[\"']https?://", source), f"{path.name}: a web image in a cell"
+
+
+def test_notebook_02_stays_a_short_core():
+    """Issue 40: notebook 02 is the run a learner makes and what it shows, under 30,000 characters of cell source;
+    the design history lives in the appendix (notebook 05)."""
+    cells = json.loads((ROOT / "notebooks" / "02_traced_grpo_training.ipynb").read_text())["cells"]
+    characters = sum(len("".join(cell["source"])) for cell in cells)
+    assert characters < 30_000, f"notebook 02 has {characters:,} characters of cell source: move detail to notebook 05"
