@@ -229,6 +229,16 @@ def summary(key: str, scale: float = 100, *path, block: str = "summary") -> Call
     return read
 
 
+def rose_in(key: str, *path, block: str = "summary", fell: bool = False) -> Callable[[dict], float]:
+    """In how many seeds block[key][path...] (a change) rose (or, with `fell`, fell): its per-seed values' signs."""
+    def count(data: dict) -> int:
+        change = data[block][key]
+        for part in path:
+            change = change[part]
+        return sum((x < 0) if fell else (x > 0) for x in change["per_seed"])
+    return count
+
+
 def hack(reward: str, key: str) -> Callable[[dict], float]:
     return summary(reward, 100, key)
 
@@ -634,11 +644,11 @@ CLAIMS += [
     Claim("README.md", r"points, interval \+([\d.]+) to \+[\d.]+ over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     Claim("README.md", r"points, interval \+[\d.]+ to \+([\d.]+) over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
     Claim("README.md", r"over problems \(([−\d.]+) to \+[\d.]+ over the seeds", B36,
-          lambda d: 100 * d["summary"]["diff_sampled_lenient"]["t_95_over_seeds"][0], 0.05),
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
     Claim("README.md", r"over problems \([−\d.]+ to \+([\d.]+) over the seeds", B36,
-          lambda d: 100 * d["summary"]["diff_sampled_lenient"]["t_95_over_seeds"][1], 0.05),
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
     Claim("README.md", r"rose in (\d) of \d seeds\), [\d.]+–", B36,
-          lambda d: sum(x > 0 for x in d["summary"]["diff_sampled_lenient"]["per_seed"]), 0),
+          rose_in("diff_sampled_lenient"), 0),
     Claim("README.md", r"seeds\), ([\d.]+)–[\d.]+ min of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim("README.md", r"seeds\), [\d.]+–([\d.]+) min of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim("README.md", r"float32 \(a CPU without bfloat16 instructions\): (\d+) s/step", E2E_FP32, e2e("sec_per_step"), 0.5),
@@ -704,11 +714,6 @@ CLAIMS += [
 CLAIMS.append(Claim(GUIDE, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
 
 
-def rose_in(key: str, block: str = "summary", fell: bool = False) -> Callable[[dict], float]:
-    """In how many seeds block[key] (a change) rose (or, with `fell`, fell): its per-seed values' signs."""
-    return lambda d: sum((x < 0) if fell else (x > 0) for x in d[block][key]["per_seed"])
-
-
 def the_constant_seed(key: str, scale: float = 1.0) -> Callable[[dict], float]:
     """after[key] of the one run whose first greedy replies are all the same answer line (the '#### 9' seed)."""
     def read(data: dict) -> float:
@@ -717,55 +722,44 @@ def the_constant_seed(key: str, scale: float = 1.0) -> Callable[[dict], float]:
     return read
 
 
-# the float32 run of notebook 02's defaults (issue 39): one seed on the design set
+# the float32 runs of notebook 02's defaults (issue 39), on the design set
 FP32 = "learnability-nb02-fp32-2026-12-06.json"
-
-
-def signs(kind: str, key: str, *index) -> Callable[[dict], float]:
-    """A measure of a learnability file's "signs" block (new files), before/after/change as a percentage."""
-    def read(data: dict) -> float:
-        entry = data["summary"]["signs"][kind]
-        value = entry[key] if key in ("before", "after") else entry["change"][key]
-        for i in index:
-            value = value[i]
-        return 100 * value
-    return read
 
 
 FP32_AT = r"(?:float32, \d seeds? on the design set|measured in \d seeds? on the same)[\s\S]*?"
 CLAIMS += [
-    *[Claim(where, FP32_AT + r"pass@1 ([\d.]+)% →", FP32, signs("pass1", "before"), 0.05)
+    *[Claim(where, FP32_AT + r"pass@1 ([\d.]+)% →", FP32, summary("signs", 100, "pass1", "before"), 0.05)
       for where in ("README.md", GUIDE)],
     *[Claim(where, r"float32, (\d) seeds? on", FP32, lambda d: len(d["runs"]), 0) for where in ("README.md",)],
     *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]), 0) for where in (GUIDE,)],
-    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32, signs("pass1", "after"), 0.05)
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32, summary("signs", 100, "pass1", "after"), 0.05)
       for where in ("README.md", GUIDE)],
-    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32, signs("pass1", "mean"), 0.05)
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32, summary("signs", 100, "pass1", "change", "mean"), 0.05)
       for where in ("README.md", GUIDE)],
-    *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32, signs("pass1", "bootstrap_95", 0), 0.05)
+    *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 0), 0.05)
       for where in ("README.md", GUIDE)],
-    *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32, signs("pass1", "bootstrap_95", 1), 0.05)
+    *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 1), 0.05)
       for where in ("README.md", GUIDE)],
     *[Claim(where, FP32_AT + r"over\s+problems(?:, [+−][\d.]+ to [+−][\d.]+ over the seeds)?; rose in (\d) of \d seeds\), greedy", FP32,
-            lambda d: sum(v > 0 for v in d["summary"]["signs"]["pass1"]["change"]["per_seed"]), 0) for where in ("README.md", GUIDE)],
-    *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32, signs("greedy", "before"), 0.5)
+            rose_in("signs", "pass1", "change"), 0) for where in ("README.md", GUIDE)],
+    *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "before"), 0.5)
       for where in ("README.md", GUIDE)],
-    *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32, signs("greedy", "after"), 0.5)
+    *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "after"), 0.5)
       for where in ("README.md", GUIDE)],
     *[Claim(where, FP32_AT + r"greedy \d+% → \d+% \(rose in (\d) of \d seeds\), [\d.]+", FP32,
-            lambda d: sum(v > 0 for v in d["summary"]["signs"]["greedy"]["change"]["per_seed"]), 0) for where in ("README.md", GUIDE)],
+            rose_in("signs", "greedy", "change"), 0) for where in ("README.md", GUIDE)],
     *[Claim(where, FP32_AT + r"seeds\), ([\d.]+)(?:–[\d.]+)? min(?:utes)? of training", FP32, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05)
       for where in ("README.md", GUIDE)],
     *[Claim(where, FP32_AT + r"([\d.]+) s/step on average", FP32,
             lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05) for where in ("README.md", GUIDE)],
     Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05),
     # the design set's 3 bfloat16 seeds, each counted
-    Claim(GUIDE, r"above 0: rose in (\d) of 3 seeds", B36, lambda d: sum(x > 0 for x in d["summary"]["diff_sampled_lenient"]["per_seed"]), 0),
+    Claim(GUIDE, r"above 0: rose in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
     Claim(GUIDE, r"over the seeds (−[\d.]+) to \+[\d.]+\), greedy", B36,
-          lambda d: 100 * d["summary"]["diff_sampled_lenient"]["t_95_over_seeds"][0], 0.05),
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
     Claim(GUIDE, r"over the seeds −[\d.]+ to \+([\d.]+)\), greedy", B36,
-          lambda d: 100 * d["summary"]["diff_sampled_lenient"]["t_95_over_seeds"][1], 0.05),
-    Claim(GUIDE, r"greedy 36% → 47% \(rose in (\d) of 3 seeds\)", B36, lambda d: sum(x > 0 for x in d["summary"]["diff_lenient"]["per_seed"]), 0),
+          summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
+    Claim(GUIDE, r"greedy 36% → 47% \(rose in (\d) of 3 seeds\)", B36, rose_in("diff_lenient"), 0),
 ]
 
 # notebook 02 (issue 40): its header, section 2 (the task) and section 11 (what the reward pays for besides the answer)
@@ -828,10 +822,10 @@ CLAIMS += [
     # expert iteration
     Claim(NB05, r"in the two seeds measured: pass@1 (\d+)% →", LAST, expert("base_sampled_lenient"), 0.5),
     Claim(NB05, r"in the two seeds measured: pass@1 \d+% → (\d+)%", LAST, expert("after_sampled_lenient"), 0.5),
-    Claim(NB05, r"pass@1 \d+% → \d+% \(rose in (\d) of 2 seeds\)", LAST, rose_in("diff_sampled_lenient", "summary_expert_iteration"), 0),
+    Claim(NB05, r"pass@1 \d+% → \d+% \(rose in (\d) of 2 seeds\)", LAST, rose_in("diff_sampled_lenient", block="summary_expert_iteration"), 0),
     Claim(NB05, r"points, interval \+(\d+) to \+\d+; rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
     Claim(NB05, r"points, interval \+\d+ to \+(\d+); rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
-    Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST, rose_in("diff_lenient", "summary_expert_iteration"), 0),
+    Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST, rose_in("diff_lenient", block="summary_expert_iteration"), 0),
     Claim(NB05, r"\(notebook 02's GRPO design sampled ([\d,]+) in", B36, lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
     Claim(NB05, r"strict accuracy\s+(\d+)% → \d+%\. It imitates", LAST, expert("base_strict"), 0.5),
     Claim(NB05, r"strict accuracy\s+\d+% → (\d+)%\. It imitates", LAST, expert("after_strict"), 0.5),
