@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from bench_results import machine_info, write_result
 from lockfile import read_lock
+from url_shown import shown
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -80,7 +80,7 @@ def pip_sources() -> dict:
     listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
                             check=False).stdout
     wanted = ("index-url", "extra-index-url", "find-links")
-    return {key: re.sub(r"://[^/@]*@", "://****@", value.strip("'"))
+    return {key: shown(value.strip("'"))
             for key, value in (line.split("=", 1) for line in listed.splitlines() if "=" in line)
             if key.rsplit(".", 1)[-1] in wanted}
 

@@ -37,7 +37,7 @@ torch_pin=$(torch_entry "$tmp/torch.txt")
 
 if [ -n "${TORCH_INDEX_URL:-}" ]; then
   echo "download: torch's CPU build ($torch_pin) from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL")"
-  if ! "${download[@]}" "${torch_index_options[@]}" -r "$tmp/torch.txt"; then
+  if ! hiding "${download[@]}" "${torch_index_options[@]}" -r "$tmp/torch.txt"; then
     echo "download: could not get $torch_pin from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL"): pip's" \
       "message above says why (the index could not be reached, or it has no wheel of it with the lock's" \
       "hashes for this machine). Check the address and the network." >&2

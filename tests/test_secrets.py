@@ -85,3 +85,20 @@ def test_a_planted_key_is_nowhere_under_runs_or_in_the_output(tmp_path):
     assert {".jsonl", ".json", ".html", ".wandb", ".safetensors", ".log"} <= kinds, kinds
     leaked = [str(p.relative_to(runs)) for p in files if PLANTED.encode() in p.read_bytes()]
     assert not leaked, f"the planted key is in {leaked}"
+
+
+@pytest.mark.parametrize("url, hidden", [
+    ("http://learner:p@ss@w0rd@127.0.0.1:9/simple", "http://****@127.0.0.1:9/simple"),  # pip cuts at the last '@'
+    ("https://host/simple?token=s3cret&x=1", "https://host/simple?token=****&x=****"),
+    ("https://download.pytorch.org/whl/cpu", "https://download.pytorch.org/whl/cpu"),
+])
+def test_an_index_url_is_printed_with_its_secrets_hidden(url, hidden):
+    """A password holding '@' and a token in the query string are hidden, in Python (bench_install) and by the
+    shell function setup_env.sh and download_wheels.sh print TORCH_INDEX_URL with: the same one place."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from url_shown import shown
+
+    assert shown(url) == hidden
+    printed = subprocess.run(["bash", "-c", 'source scripts/torch_cpu.sh && shown "$1"', "-", url], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert printed == hidden and "s3cret" not in printed and "w0rd" not in printed
