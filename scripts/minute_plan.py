@@ -74,6 +74,14 @@ class Row:
     exercises: dict[str, int]
     runs_cells: bool = True  # False: a row of exercises only (its run column says so)
 
+    def __post_init__(self) -> None:
+        # JSON reads 1e999 as inf and NaN as nan: either (or a negative) would reach the tables as nonsense
+        for what, value in [("teach", self.teach), *((f"exercise {e!r}", m) for e, m in self.exercises.items())]:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"row {self.label!r}: {what} is {value!r}, not a number of minutes")
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"row {self.label!r}: {what} is {value!r} minutes; give a number from 0 up")
+
     @property
     def minutes(self) -> int:
         return math.ceil(max(self.run or 0.0, self.teach) - 1e-9) + sum(self.exercises.values())
@@ -481,7 +489,9 @@ def stale() -> list[str]:
 
 
 def write() -> None:
-    """Every table into its file; each new text is made first, so a damaged input leaves every file as it was."""
+    """Every table into its file; each new text is made first, so a damaged input leaves every file as it was,
+    and every file to change is opened for writing before any is written, so one that cannot be written (read-only)
+    leaves them all as they were too."""
     blocks, texts = rendered(), {}
     for path, cell_indices in targets().items():
         if path == GUIDE:
@@ -492,8 +502,21 @@ def write() -> None:
                 text = replace_blocks("".join(notebook["cells"][i]["source"]), blocks)[0]
                 notebook["cells"][i]["source"] = text.splitlines(keepends=True)
             texts[path] = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
-    for path, text in texts.items():
-        path.write_text(text)
+    changed = {path: text for path, text in texts.items() if path.read_text(encoding="utf-8") != text}
+    opened = {}
+    try:
+        for path in changed:
+            try:
+                opened[path] = path.open("r+", encoding="utf-8")  # "r+": opening writes nothing yet
+            except OSError as e:
+                raise PlanError(f"{_shown(path)} cannot be written ({e.strerror or e}); nothing was written: make it "
+                                "writable and run this again") from None
+        for path, file in opened.items():
+            file.write(changed[path])
+            file.truncate()
+    finally:
+        for file in opened.values():
+            file.close()
 
 
 def main() -> None:

@@ -124,6 +124,15 @@ DAMAGED_PLAN_INPUTS = [
      "workshop/minute_plan.json, block 2 (00_setup): no 'rows' in it"),
     ("a row's teaching minutes as text", _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach="four")), [],
      "block 2 (00_setup): TypeError"),
+    ("a row's teaching minutes infinite (1e999)",
+     _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach=float("inf"))), [],
+     "block 2 (00_setup): ValueError: row '1–3. What is installed"),
+    ("a row's teaching minutes NaN", _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach=float("nan"))),
+     [], "teach is nan minutes; give a number from 0 up"),
+    ("a row's teaching minutes negative", _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach=-30)),
+     [], "teach is -30 minutes; give a number from 0 up"),
+    ("a session block's minutes infinite", _edit_plan(lambda plan: plan["blocks"][0].update(teach=float("inf"))),
+     ["--write"], "teach is inf minutes"),
     ("the session's minutes missing", _edit_plan(lambda plan: plan.pop("session_minutes")), [],
      "workshop/minute_plan.json: no 'session_minutes' in it"),
     ("a run file cut short", lambda root: _cut(_first_run_file(root)), [], "cannot be read as JSON"),
@@ -166,6 +175,29 @@ def test_minute_plan_on_whole_inputs_still_writes_what_is_committed(tmp_path):
     done = subprocess.run([sys.executable, str(root / "scripts" / "minute_plan.py"), "--write"], cwd=root,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
+
+
+def test_minute_plan_with_one_file_unwritable_writes_none(tmp_path):
+    """--write with one notebook read-only rewrote the guide and the notebooks before it, not the rest: every file
+    to change is opened for writing first. (As root a mode does not stop a write: the file is made immutable.)"""
+    root = _plan_inputs(tmp_path)
+    _edit_plan(lambda plan: plan["blocks"][1]["rows"][0].update(teach=5))(root)  # the guide and 00_setup change
+    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    locked = root / "notebooks" / "00_setup.ipynb"
+    as_root = os.geteuid() == 0
+    locked.chmod(0o444)
+    if as_root and subprocess.run(["chattr", "+i", str(locked)], capture_output=True, check=False).returncode:
+        pytest.skip("root, and chattr cannot make a file read-only here")
+    try:
+        done = subprocess.run([sys.executable, str(root / "scripts" / "minute_plan.py"), "--write"], cwd=root,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-i", str(locked)], check=True)
+        locked.chmod(0o644)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "minute_plan: notebooks/00_setup.ipynb cannot be written" in done.stderr, done.stderr
     assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file()} == before
 
 
