@@ -114,6 +114,7 @@ def main() -> None:
 
     from helpers.local.memory import PeakMemory
     from helpers.local.notebook_runner import NOTEBOOKS, _value, execute, uninstall_learner_module
+    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
 
     sys.path.insert(0, str(ROOT / "tests"))
     from notebook_run import solved_copy
@@ -123,6 +124,13 @@ def main() -> None:
     unknown = set(given) - {name for path in paths for name in parameters_of(path, given)}
     if unknown:
         parser.error(f"no notebook to run has the parameter(s) {', '.join(sorted(unknown))}")
+    # each value by the rules of every notebook that has it, now: the notebook's first cell refused it only after
+    # the notebooks before it had run (as bench_grpo.py's notebook_overrides does for notebook 02)
+    for path in paths:
+        rules = NOTEBOOK_PARAMETERS.get(path.name[:2], {})
+        own = {name: value for name, value in parameters_of(path, given).items() if name in rules}
+        if found := problems(own, {name: rules[name] for name in own}):
+            parser.error(f"-p, notebook {path.name[:2]}: " + "; ".join(found))
     info = machine_info()
     extra = {}
     if any(p.name.startswith("04") for p in paths):

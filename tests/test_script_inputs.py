@@ -36,6 +36,8 @@ BAD_ARGUMENTS = [
     ("bench_hack", ["--threads", "0"], "argument --threads: 0 is out of range"),
     ("bench_notebooks", ["2"], "there is no notebook '2'; the notebooks are 00 01 02 03 04"),
     ("bench_notebooks", ["02", "-p", "max_stepz", "3"], "no notebook to run has the parameter(s) max_stepz"),
+    ("bench_notebooks", ["01", "02", "-p", "max_steps", "0"], "-p, notebook 02: max_steps=0: must be at least 1"),
+    ("bench_notebooks", ["02", "-p", "learning_rate", "fast"], "learning_rate='fast': must be a number above 0"),
     ("bench_trainer_memory", ["--steps", "1"], "argument --steps: 1 is out of range: it must be at least 2"),
     ("bench_trainer_memory", ["--other", "/nonexistent"], "/nonexistent is not a checkout of the course"),
     ("bench_room", ["--learners", "0"], "argument --learners: 0 is out of range: it must be at least 1 and at most 32"),
