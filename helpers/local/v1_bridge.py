@@ -115,17 +115,21 @@ def read_run(run_dir: str | Path) -> tuple[dict, list]:
     config, config_path = {}, saved_config_path(run_dir)
     if config_path:
         try:
-            config = json.loads(config_path.read_bytes())
+            config = json.loads(config_path.read_bytes().decode("utf-8-sig"))  # -sig: an editor's BOM is no error
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             warnings.warn(f"v1 run {config_path}: its saved config cannot be read ({type(e).__name__}); "
                           "the run's calls are written without it", stacklevel=2)
+        if not isinstance(config, dict):  # a list or null: .get() on it was a bare AttributeError in log_run
+            warnings.warn(f"v1 run {config_path}: its saved config is {type(config).__name__}, not a JSON object; "
+                          "the run's calls are written without it", stacklevel=2)
+            config = {}
     trace_adapter, episodes, skipped = type_adapter(vf.WireTrace), [], []
     with path.open("rb") as f:  # bytes: a line cut inside a UTF-8 character must not stop the others
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line.decode("utf-8"))
+                row = json.loads(line.decode("utf-8-sig"))  # -sig: a BOM (an editor's) made line 1 "not JSON"
                 episode = WireEpisode.model_validate({**row, "traces": []})
                 episode.traces = [trace_adapter.validate_python(trace) for trace in row["traces"]]
             except UnicodeDecodeError:
@@ -204,6 +208,13 @@ def _time(seconds: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC) if seconds else None
 
 
+def _at(value: Any, *keys: str) -> Any:
+    """value[key][key]..., or None where a level is missing or not an object (a config edited by hand)."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def log_run(client: Any, run_dir: str | Path) -> Any:
     """Write a v1 run folder into Weave as calls (see the module docstring) through `client`, a
     WeaveClient (the course's local store, or W&B Weave). Returns the run's root call."""
@@ -216,9 +227,9 @@ def log_run(client: Any, run_dir: str | Path) -> Any:
     starts = [t.timing.start for t in traces] or [None]
     ends = [t.timing.scoring.end or t.timing.agent.end for t in traces] or [None]
     root = client.create_call(
-        "verifiers.v1.eval", {"run": Path(run_dir).name, "taskset": config.get("env", {}).get("taskset", {}).get("id"),
+        "verifiers.v1.eval", {"run": Path(run_dir).name, "taskset": _at(config, "env", "taskset", "id"),
                               "model": config.get("model"), "sampling": config.get("sampling"),
-                              "harness": config.get("env", {}).get("agent", {}).get("harness", {}).get("id"),
+                              "harness": _at(config, "env", "agent", "harness", "id"),
                               "num_rollouts": config.get("num_rollouts"), "tasks": len({r["task"] for r in rows})},
         use_stack=False, started_at=_time(min(starts)))
     for trace, row in zip(traces, rows, strict=True):
