@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,6 +131,18 @@ PRECISIONS = ("auto", "float32", "bfloat16")  # notebook 02's `precision` parame
 # A learner's own ACCELERATE_MIXED_PRECISION (set before the course was imported): "auto" follows it. Read once
 # here, because transformers writes the same variable for every bf16 config later in the process.
 _LEARNERS_MIXED_PRECISION = os.environ.get("ACCELERATE_MIXED_PRECISION")
+_course_wrote: str | None = None  # what device_settings last wrote there
+
+
+def learners_mixed_precision() -> str | None:
+    """The learner's own ACCELERATE_MIXED_PRECISION: as it was when the course was imported, or "no" set since
+    (a cell's `os.environ[...] = "no"` was overwritten with bf16 silently). transformers writes only "bf16" or
+    "fp16" there, and the course what `_course_wrote` holds, so a "no" from neither is the learner's; a later
+    "bf16" may be transformers' leftover and is not followed."""
+    now = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    if now is not None and now.strip().lower() == "no" and now != _course_wrote:
+        return now
+    return _LEARNERS_MIXED_PRECISION
 
 
 def cpu_precision(precision: str = "auto", cpuinfo: str | None = None,
@@ -186,13 +199,18 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     could run on into invented turns that skip_special_tokens hides.
     """
     if backend == "cpu":
-        bf16 = cpu_precision(precision) == "bfloat16" if cpu_bf16 is None else cpu_bf16
+        global _course_wrote
+        learners = learners_mixed_precision()
+        bf16 = cpu_precision(precision, environment=learners) == "bfloat16" if cpu_bf16 is None else cpu_bf16
+        if bf16 and cpu_bf16 is None and learners and learners.strip().lower() == "no":  # precision said so
+            warnings.warn(f"ACCELERATE_MIXED_PRECISION={learners!r} (your environment) is replaced by 'bf16' for this "
+                          f"training: precision={precision!r} was given", stacklevel=2)
         settings = {"use_cpu": True, "bf16": bf16, "fp16": False, "use_vllm": False}
         # bf16=False alone is not enough: transformers' TrainingArguments writes ACCELERATE_MIXED_PRECISION
         # into os.environ whenever a config has bf16 or fp16 on (TRL's GRPOConfig default, a GPU plan), and a
         # later config with both off keeps what it finds there, so every later CPU trainer in the process
         # (and every kernel it starts) would autocast to bfloat16. Say the precision where accelerate reads it.
-        os.environ["ACCELERATE_MIXED_PRECISION"] = "bf16" if bf16 else "no"
+        os.environ["ACCELERATE_MIXED_PRECISION"] = _course_wrote = "bf16" if bf16 else "no"
     elif backend == "verifiers":  # its trainer script trains in bf16 under DeepSpeed (training/zero3.yaml)
         settings = {"use_cpu": False, "bf16": True, "fp16": False, "use_vllm": False}
     elif backend == "gpu":
