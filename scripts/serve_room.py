@@ -65,6 +65,11 @@ def room_key() -> str:
     return key
 
 
+def url_host(host: str) -> str:
+    """The address as a URL holds it: an IPv6 one in brackets (http://[::1]:8080/v1)."""
+    return f"[{host}]" if ":" in host else host
+
+
 def learner_variables(base_url: str, key: str, model: str) -> dict[str, str]:
     return {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": key, "OPENAI_MODEL": model}
 
@@ -94,7 +99,7 @@ def serve_llama(args: argparse.Namespace, key: str) -> None:
     print(f"serve_room: {server.alias} on llama.cpp at {args.host}:{server.port}, {server.parallel} request "
           f"slots, {server.threads} threads; started in {server.startup_s:.1f} s; log "
           f"{display_path(server.log_path)}", flush=True)
-    base_url = f"http://{args.host}:{server.port}/v1"
+    base_url = f"http://{url_host(args.host)}:{server.port}/v1"
     announce(learner_variables(base_url, key, server.alias), args.host)
     stopped = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -122,7 +127,7 @@ def serve_vllm(args: argparse.Namespace, key: str) -> None:
     if shutil.which("vllm") is None:
         raise SystemExit("serve_room: `vllm` is not installed in this environment. On a GPU machine: "
                          "`pip install vllm` (it brings its own CUDA build of torch), then run this again.")
-    announce(learner_variables(f"http://{args.host}:{args.port}/v1", key, args.model_name or args.model), args.host)
+    announce(learner_variables(f"http://{url_host(args.host)}:{args.port}/v1", key, args.model_name or args.model), args.host)
     os.execvpe("vllm", vllm_command(args), {**os.environ, "VLLM_API_KEY": key})
 
 

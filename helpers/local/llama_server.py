@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import urllib.request
 import weakref
@@ -26,6 +27,33 @@ from helpers.local.child_process import (
 )
 
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+def _ipv6(host: str) -> bool:
+    return ":" in host  # an IPv6 address literal (a name or an IPv4 address has no ':')
+
+
+def _port_is_free(port: int | None, host: str) -> bool:
+    """child_process's free_port/port_is_free for IPv6 too: they bind an IPv4 socket, so `--host ::1` read as
+    "port in use" (socket.gaierror). port None: is any port free there."""
+    if not _ipv6(host):
+        return port is None or port_is_free(port, host)
+    with socket.socket(socket.AF_INET6) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            sock.bind((host, port or 0))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+def _free_port(host: str) -> int:
+    if not _ipv6(host):
+        return free_port(host)
+    with socket.socket(socket.AF_INET6) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def packaged_model_path() -> Path:
@@ -89,6 +117,13 @@ class LocalModelServer(ChildServer):
     log_name = "llama-server"
 
     @property
+    def base_url(self) -> str:
+        """An IPv6 address goes in brackets (http://[::1]:8080/v1); '::' (every interface) is reached at ::1."""
+        if not _ipv6(self.host):
+            return super().base_url
+        return f"http://[{'::1' if self.host == '::' else self.host}]:{self.port}/v1"
+
+    @property
     def served_model(self) -> str:
         return self.alias
 
@@ -103,8 +138,8 @@ class LocalModelServer(ChildServer):
             )
         check_bind_address(self.host, self.key)
         if self.port is None:
-            self.port = free_port(self.host)
-        elif not port_is_free(self.port, self.host):
+            self.port = _free_port(self.host)
+        elif not _port_is_free(self.port, self.host):
             raise EndpointError(
                 f"Port {self.port} on {self.host} is already in use. Stop whatever listens there, "
                 "or leave port=None to pick a free one."
