@@ -93,6 +93,9 @@ def peak_rss_gb() -> float:
 # Notebook 02's prompt on the CPU's task (one-step word problems): one short line of working fits its 48 tokens
 ONE_LINE_PROMPT = ("Solve the math problem in one short line of working. "
                    "On the last line, write the final answer as '#### <number>'.")
+# The first held-out problems of that task, on which the course chose notebook 02's design: a run is judged on the
+# problems after them (word_arithmetic's eval_start), never on these
+DESIGN_PROBLEMS = 100
 
 
 def hash_lines(text: str) -> int:
@@ -193,6 +196,7 @@ class RubricRewards:
         import verifiers as vf
 
         self.names = rubric.get_reward_func_names()
+        self.functions = list(rubric.get_reward_funcs())  # the learner's own, unwrapped: the run's identity reads them
         self.weights = [float(w) for w in rubric.get_reward_weights()]
         self.max_error_share = max_error_share
         self._errors: list[dict] = []  # filled by the guarded functions while one batch is scored

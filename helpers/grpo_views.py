@@ -8,7 +8,8 @@ and what the committed result files say.
 - `metrics_table`, `learning_summary`, `plot_metrics`, `logged_steps`: the run's log, per step.
 - `compare_evals`, `plot_before_after`, `behaviour`, `changes`, `what_it_learned`: the held-out evaluation
   before and after training, and a verdict whose words follow its intervals.
-- `which_reward`, `reward_note`: which reward trains (the learner's, or the exercise's placeholder as written).
+- `which_reward`, `reward_note`, `fix_runs`: which reward trains (the learner's, or the exercise's placeholder as
+  written), read from the run itself after training.
 - `result_record`, `seeds_table`, `arms_table`, `design_table`, `hack_table`, `plot_sampled_accuracy`: the
   committed result files (benchmarks/results/), with each seed's figure and "rose in k of n seeds".
 """
@@ -519,6 +520,16 @@ def _agrees_with_placeholder(func) -> bool:
         return False
 
 
+def _passes(exercise: str, func) -> bool:
+    """The exercise's check, run quietly: True when it says correct."""
+    from helpers.checks import check
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        check(exercise, func)
+    return f"correct — {exercise}" in said.getvalue()
+
+
 def which_reward(func, results: str | Path | None = None) -> bool:
     """Say which reward the training below uses, and return True when it is the learner's finished
     `last_number_right` (the reward exercise's check passes; the check runs here quietly). Otherwise the function
@@ -526,12 +537,7 @@ def which_reward(func, results: str | Path | None = None) -> bool:
     placeholder taught in its committed runs is shown, from its result file."""
     from IPython.display import display
 
-    from helpers.checks import check
-
-    said = io.StringIO()
-    with contextlib.redirect_stdout(said):
-        check("02-last-number", func)
-    if "correct — 02-last-number" in said.getvalue():
+    if _passes("02-last-number", func):
         print("The training below uses your last_number_right (its check passed): 1.0 for the right last number, "
               "whatever the format.")
         return True
@@ -539,26 +545,54 @@ def which_reward(func, results: str | Path | None = None) -> bool:
             else "your function as written (it does not pass its check yet)")
     print(f"The training below uses {what}: last_number_right is not finished. {PLACEHOLDER_WORDS} Training on it "
           "is allowed, and section 11 explains what it taught. To train on the right answer instead, finish the "
-          "exercise in section 3 and run the notebook again from there. What the placeholder taught in its "
-          "committed runs (held-out problems, each seed's change beside the mean):")
+          "exercise in section 3 and run the notebook again from there: the run starts over, since its reward "
+          "differs. What the placeholder taught in its committed runs (design set, each seed's change beside the "
+          "mean):")
     display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
     return False
 
 
-def reward_note(yours: bool, results: str | Path | None = None) -> None:
-    """After training: which reward this run trained on (`yours`: which_reward's answer), and for the placeholder
-    what it pays for and what its committed runs did, beside this run's own numbers above."""
+def reward_note(output_dir: str | Path, results: str | Path | None = None) -> bool:
+    """After training: which reward the run in `output_dir` trained on, read from the run itself (recorded when it
+    started; a run resumes only with the same reward code), never from what the cells hold now; for the
+    placeholder, what it pays for and what its committed runs did. Returns whether it was the learner's."""
     from IPython.display import display
 
+    from helpers.local.run_folder import trained_reward
+
+    yours = trained_reward(output_dir)["reward_is_yours"]
     if yours:
         print("This run trained on your last_number_right: the rows above are what a reward for the right last "
               "number taught this seed, beside what nothing paid for.")
-        return
+        return True
+    if yours is None:
+        print("This run's folder does not record which reward it trained on (it was started by other code).")
+        return False
     print("This run trained on the reward exercise's function as written, not on a reward for the right answer. "
           f"{PLACEHOLDER_WORDS} In the rows above, look at the right last number, 'cut at max_tokens' and "
           "'numbers per completion' before and after: a run paid for numbers anywhere is free to fill every reply up "
           "to the cap with them. The committed runs of the placeholder, each seed's change beside the mean:")
     display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
+    return False
+
+
+def fix_runs(func, hack_steps: int) -> bool:
+    """Section 12: whether its second run trains, said before it does. It trains only on the learner's finished
+    `right_answer_line` (its check passes): as committed, the exercise's placeholder pays any '#### N' number,
+    the format term whose committed runs collapsed to one answer, so the run would show that failure again instead
+    of its fix."""
+    if not hack_steps:
+        print("Section 12's run is off (hack_steps = 0); the committed runs below show what it would measure.")
+        return False
+    if _passes("02-close-the-hack", func):
+        print(f"The run below trains last_number_right + 0.5 x your right_answer_line (its check passed) for "
+              f"{hack_steps} steps from the starting weights.")
+        return True
+    print("The run below is skipped: right_answer_line is not finished. As committed it pays 0.5 for exactly one "
+          "'#### N' line, right or wrong: the '+ one #### line' arm of the table below, whose runs it would repeat "
+          "(one of its seeds wrote '#### 9' in all three example replies its file keeps). Finish the exercise and "
+          "run this cell again to train with the fix.")
+    return False
 
 
 HACK_RISE = 0.2  # a rise of 20 points or more in a sign is named even when its interval includes 0 (as such)

@@ -226,7 +226,7 @@ def load_env(setting: Setting, num_train: int = 400):
     return env
 
 
-DESIGN_PROBLEMS, TRAIN_PROBLEMS = 100, 400  # the held-out problems designs were compared on; a run's training set
+DESIGN_PROBLEMS, TRAIN_PROBLEMS = grpo.DESIGN_PROBLEMS, 400  # the held-out problems designs were compared on; a run's training set
 
 
 def _every_problem(split: str, difficulty: str, max_number: int) -> list:

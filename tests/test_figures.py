@@ -321,7 +321,7 @@ CLAIMS += [
 CLAIMS += [
     # notebook 02's header: notebook 02 end to end, in workshop order (bench_notebooks.py 01 02 --solved); the
     # appendix (notebook 05): the first attempt
-    Claim(NB02, r"the defaults take (\d+) minutes end to end after notebook 01", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
+    Claim(NB02, r"bfloat16 on 2 AMD EPYC cores: (\d+) minutes end to end after notebook 01", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
     Claim(NB02, r"after notebook 01, (\d+) of them training", E2E, e2e("train_minutes"), 0.5),
     Claim(NB02, r"\((\d+) steps, ~\d+ s/step,", E2E, e2e("steps"), 0),
     Claim(NB05, r"\((\d+) seeds; 95% interval −", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
@@ -573,7 +573,7 @@ CLAIMS += [
 # where it reproduced and where it did not (section 12)
 SHORT_T06 = ("arith-1step-20-short", "sampled_t0.6")
 CLAIMS += [
-    Claim(NB02, r"one of 8 samples is right for (\d+)% of the\s+problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(NB02, r"at least one of 8 samples is right for (\d+)% of the\s+problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
 ]
 
 # the appendix (notebook 05), section 2: the designs measured on the screened task, and expert iteration beside them
@@ -765,19 +765,15 @@ CLAIMS += [
 # notebook 02 (issue 40): its header, section 2 (the task) and section 11 (what the reward pays for besides the answer)
 CLAIMS += [
     Claim(NB02, r"steps, ~(\d+) s/step,\s+bfloat16", E2E, e2e("sec_per_step"), 0.5),
-    Claim(NB02, r"it trains in float32: (\d+) s/step on 2 cores", E2E_FP32, e2e("sec_per_step"), 0.5),
-    Claim(NB02, r"made to train in float32 \((\d+) steps,", E2E_FP32, e2e("steps"), 0),
-    Claim(NB02, r"server peaked at ([\d.]+) GB resident", E2E_FP32, whole_peak, 0.05),
+    Claim(NB02, r"In float32 \(no bfloat16 instructions\):\s+(\d+) s/step on 2 Intel Xeon cores", E2E_FP32,
+          e2e("sec_per_step"), 0.5),
+    Claim(NB02, r"s/step on 2 Intel Xeon cores \((\d+) steps\)", E2E_FP32, e2e("steps"), 0),
+    Claim(NB02, r"kernel and server at most ([\d.]+) GB resident", E2E_FP32, whole_peak, 0.05),
     Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
-    Claim(NB02, r"in workshop order (\d+)% of held-out\s+sampled replies hit the cap", E2E,
+    Claim(NB02, r"in workshop order (\d+)% of design-set\s+sampled replies hit the cap", E2E,
           lambda d: 100 * e2e("behaviour")(d)["before"]["cut at max_tokens"], 0.5),
     Claim(NB02, r"hit the cap before training, (\d+)% after", E2E,
           lambda d: 100 * e2e("behaviour")(d)["after"]["cut at max_tokens"], 0.5),
-    Claim(NB02, r"greedy replies at 96 tokens were cut less than at 48 \((\d+)% against", SCREEN,
-          screen("arith-1step-20", "greedy", "cut"), 0.5),
-    Claim(NB02, r"cut less than at 48 \(\d+% against (\d+)%\)", SCREEN, screen("arith-1step-20-short", "greedy", "cut"), 0.5),
-    Claim(NB02, r"right as often \((\d+)%, \d+%\)", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(NB02, r"right as often \(\d+%, (\d+)%\)", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
 ]
 
 # the appendix (notebook 05): figures it states in words, each seed's beside the mean (issue 40)

@@ -4,6 +4,7 @@ server-rollout trainer, the step timer, resume after an interruption, and the ru
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -268,8 +269,103 @@ def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path,
     said = capsys.readouterr().out
     kept = [p for p in tmp_path.iterdir() if p.name.startswith("run-")]
     assert len(kept) == 1 and (kept[0] / "final" / "model.safetensors").read_text() == "weights"
-    assert "starting over (other settings); the earlier run is kept in" in said
+    assert "starting over (the settings learning_rate differ); the earlier run is kept in" in said
     assert not (tmp_path / "run" / "final").exists()
+
+
+class _Rewards:
+    """What prepare_run_dir reads of a grpo.RubricRewards: the functions, their names and weights."""
+
+    def __init__(self, *functions, weights=None):
+        self.functions, self.names = list(functions), [f.__name__ for f in functions]
+        self.weights = weights or [1.0] * len(functions)
+
+
+def _kernel_function(source: str):
+    """A function defined from `source`, as a notebook cell would define it (no file behind it)."""
+    names: dict = {}
+    exec(compile(source, "<cell>", "exec"), names)  # noqa: S102 - a cell's function, made as the kernel makes it
+    return next(v for k, v in names.items() if not k.startswith("__"))
+
+
+PLACEHOLDER_SOURCE = ("def last_number_right(completion, answer, **kwargs):\n"
+                      "    return 1.0 if answer in completion[-1]['content'] else 0.0\n")
+SOLVED_SOURCE = ("def last_number_right(completion, answer, **kwargs):\n"
+                 "    return 1.0 if completion[-1]['content'].split()[-1] == answer else 0.0\n")
+
+
+def test_another_reward_starts_the_run_over_and_the_same_one_resumes(tmp_path, capsys):
+    """Issue 43, item 1: a run trained on the placeholder is not resumed for the learner's finished reward."""
+    config = _config(tmp_path / "run")
+    placeholder = _Rewards(_kernel_function(PLACEHOLDER_SOURCE))
+    run_folder.prepare_run_dir(config, rewards=placeholder, reward_is_yours=False)
+    (tmp_path / "run" / "checkpoint-2").mkdir()
+    assert run_folder.trained_reward(tmp_path / "run")["reward_is_yours"] is False
+
+    again = _Rewards(_kernel_function(PLACEHOLDER_SOURCE))  # the same code, defined again (a new kernel)
+    run_folder.prepare_run_dir(config, rewards=again, reward_is_yours=False)
+    assert "will resume from checkpoint-2" in capsys.readouterr().out
+
+    solved = _Rewards(_kernel_function(SOLVED_SOURCE))  # same name, other code
+    run_folder.prepare_run_dir(config, rewards=solved, reward_is_yours=True)
+    said = capsys.readouterr().out
+    assert "starting over (the reward functions differ)" in said
+    assert not (tmp_path / "run" / "checkpoint-2").exists()
+    assert run_folder.trained_reward(tmp_path / "run") == {"reward_is_yours": True,
+                                                          "reward_functions": ["last_number_right"]}
+    (tmp_path / "run" / "checkpoint-2").mkdir()
+    run_folder.prepare_run_dir(config, rewards=_Rewards(solved.functions[0], weights=[0.5]), reward_is_yours=True)
+    assert "starting over (the reward functions differ)" in capsys.readouterr().out  # a weight is the reward too
+
+
+def test_code_identity_tells_rewards_apart_by_their_code():
+    import functools
+
+    first, second = _kernel_function(PLACEHOLDER_SOURCE), _kernel_function(SOLVED_SOURCE)
+    assert run_folder.code_identity(first) == run_folder.code_identity(_kernel_function(PLACEHOLDER_SOURCE))
+    assert run_folder.code_identity(first) != run_folder.code_identity(second)
+
+    @functools.wraps(second)
+    def wrapped(*args, **kwargs):
+        return second(*args, **kwargs)
+
+    assert run_folder.code_identity(wrapped) == run_folder.code_identity(second)  # decorators unwrapped
+    assert run_folder.code_identity(test_code_identity_tells_rewards_apart_by_their_code) != \
+        run_folder.code_identity(first)  # functions with a source file are read from it
+
+
+@pytest.mark.slow
+def test_a_finished_run_is_loaded_and_not_trained_past_max_steps(env, model_dir, tmp_path, capsys):
+    """Issue 43, item 1: resuming from a checkpoint at max_steps trains no further step (transformers' train()
+    would run one), and the trainer holds the checkpoint's weights and log."""
+    from safetensors.torch import load_file
+
+    rewards = grpo.RubricRewards(_varied_rubric())
+
+    def trainer_for(config):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        return GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model_dir), args=config,
+                           reward_funcs=rewards.reward_funcs,
+                           train_dataset=env.dataset.select_columns(["prompt", "answer"]))
+
+    config = _config(tmp_path / "run", reward_weights=rewards.weights, save_steps=2)
+    run_folder.prepare_run_dir(config, rewards=rewards)
+    first = trainer_for(config)
+    assert not run_folder.load_if_finished(first, run_folder.last_checkpoint(config.output_dir))
+    first.train()
+    checkpoint = run_folder.last_checkpoint(config.output_dir)
+    assert Path(checkpoint).name == "checkpoint-2"
+
+    run_folder.prepare_run_dir(config, rewards=rewards)
+    assert "will resume from checkpoint-2" in capsys.readouterr().out
+    second = trainer_for(config)
+    assert run_folder.load_if_finished(second, checkpoint)
+    assert "already holds all 2 steps" in capsys.readouterr().out
+    assert second.state.global_step == 2 and list(grpo_views.metrics_table(second.state.log_history).index) == [1, 2]
+    saved = load_file(str(Path(checkpoint) / "model.safetensors"))
+    loaded = second.model.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in saved.items())
+    assert not any((tmp_path / "run").glob("checkpoint-3"))
 
 
 def test_a_run_trained_in_bfloat16_is_resumed_on_a_cpu_without_it(tmp_path, capsys):

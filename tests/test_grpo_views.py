@@ -180,8 +180,48 @@ def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, 
 
     assert grpo_views.which_reward(yours) is True
     assert "uses your last_number_right" in capsys.readouterr().out
-    grpo_views.reward_note(False)
+
+
+def test_the_note_after_training_reads_the_reward_from_the_run_not_the_cells(tmp_path, capsys, monkeypatch):
+    """Issue 43: the run's folder records which reward it started with; the note reads that record."""
+    from helpers.local import run_folder
+
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
+    record = tmp_path / "course_run.json"
+    record.write_text('{"identity": {}, "reward_is_yours": false, "reward_functions": ["last_number_right"]}')
+    assert grpo_views.reward_note(tmp_path) is False
     assert "numbers per completion" in capsys.readouterr().out
+    record.write_text('{"identity": {}, "reward_is_yours": true, "reward_functions": ["last_number_right"]}')
+    assert grpo_views.reward_note(tmp_path) is True
+    assert "trained on your last_number_right" in capsys.readouterr().out
+    assert run_folder.trained_reward(tmp_path / "nowhere") == {"reward_is_yours": None, "reward_functions": []}
+    assert grpo_views.reward_note(tmp_path / "nowhere") is False
+    assert "does not record which reward" in capsys.readouterr().out
+
+
+def test_section_12_trains_only_the_finished_fix(gsm8k_dir, capsys):
+    """Issue 43, item 2: the committed placeholder (any one '#### N' line pays) is not trained as 'the fix'."""
+    from gsm8k_course import extract_hash_answer
+
+    def placeholder(completion, answer, **kwargs):
+        reply = completion[-1]["content"]
+        return 1.0 if reply.count("####") == 1 and extract_hash_answer(reply) else 0.0
+
+    assert grpo_views.fix_runs(placeholder, hack_steps=12) is False
+    said = capsys.readouterr().out
+    assert "skipped: right_answer_line is not finished" in said and "not yet" not in said
+    assert grpo_views.fix_runs(placeholder, hack_steps=0) is False
+    assert "hack_steps = 0" in capsys.readouterr().out
+
+    def right_answer_line(completion, answer, **kwargs):
+        reply = completion[-1]["content"]
+        found = extract_hash_answer(reply) if reply.count("####") == 1 else None
+        return 1.0 if found is not None and canonical(found) == canonical(answer) else 0.0
+
+    from gsm8k_course import canonical_number as canonical
+
+    assert grpo_views.fix_runs(right_answer_line, hack_steps=12) is True
+    assert "your right_answer_line (its check passed) for 12 steps" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- the live view's charts

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from memory_watch import watched_kernel
-from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text
+from notebook_run import NOTEBOOKS, assert_every_check, execute_probed, outputs_text, solved_copy
 
 NOTEBOOK = NOTEBOOKS / "02_traced_grpo_training.ipynb"
 RUN_NAME = "02_ci"
@@ -152,16 +152,31 @@ def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
     from helpers import grpo_views
 
     summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
-    assert set(summary["behaviour"]) == {"before", "after", "fixed"}
+    assert set(summary["behaviour"]) == {"before", "after", "before, greedy", "after, greedy"}
     for row in summary["behaviour"].values():
         assert set(grpo_views.SHARES) - {grpo_views.RIGHT_HASH} <= set(row)
     for kind in ("sampled", "greedy"):  # each share before and after, its change and interval
         assert {"before", "after", "change", "low", "high"} <= set(summary["held_out"][kind][grpo_views.RIGHT])
-    assert summary["verdict"].splitlines()[0] in text and summary["yours_steps"] == 1
+    assert summary["verdict"].splitlines()[0] in text
     assert "before: completion" in text and "after: completion" in text  # the side-by-side table
-    runs = executed["runs"] / "evals"
-    assert (runs / f"{RUN_NAME}_fix" / "run.json").is_file()
     assert all(step.get("multi_hash_share") is not None for step in summary["per_step"])
+    # section 12 as committed: its placeholder (any one '#### N' line) is not trained as the fix (issue 43, item 2)
+    assert summary["yours_steps"] == 0 and "The run below is skipped: right_answer_line is not finished" in text
+    assert not (executed["runs"] / "evals" / f"{RUN_NAME}_fix").exists()
+
+
+@pytest.mark.notebook
+def test_held_out_problems_come_after_the_design_set(executed):
+    """Issue 43, item 3: none of the problems before/after is one the course chose its design on."""
+    from word_arithmetic import generate
+
+    from helpers.evaluation import load_eval_run
+    from helpers.grpo import DESIGN_PROBLEMS
+
+    before = load_eval_run(executed["runs"] / "evals" / f"{RUN_NAME}_before")
+    design = {p.question for p in generate(DESIGN_PROBLEMS, "eval", "one-step", 20)}
+    asked = set(before.rollouts["question"])
+    assert len(asked) == CI_PARAMETERS["num_eval_examples"] and not asked & design
 
 
 @pytest.mark.notebook
@@ -190,6 +205,40 @@ def test_the_live_view_left_its_final_chart(executed):
     train_cell = next(c for c in executed["notebook"]["cells"] if "trainer.train(" in "".join(c["source"]))
     assert any("image/png" in o.get("data", {}) for o in train_cell["outputs"]), "no live chart in the training cell"
     assert len(charts) >= 3  # live view, metrics, before/after
+
+
+@pytest.fixture(scope="module")
+def solved_rerun(executed, tmp_path_factory):
+    """The learner's second Run All (issue 43, item 1): every exercise solved, `resume="auto"`, in a copy of the
+    first run's runs folder (its checkpoint trained on the reward exercise's placeholder)."""
+    import shutil
+
+    from helpers.local.notebook_runner import execute as run_notebook
+
+    runs, folder = tmp_path_factory.mktemp("rerun") / "runs", tmp_path_factory.mktemp("solved")
+    shutil.copytree(executed["runs"], runs, ignore=shutil.ignore_patterns("*.ipynb"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COURSE_RUNS_DIR", str(runs))
+        notebook = run_notebook(solved_copy(NOTEBOOK, folder), folder / "02-solved.ipynb",
+                                {**CI_PARAMETERS, "resume": "auto"})
+    summary = json.loads((runs / "grpo" / RUN_NAME / "summary.json").read_text())
+    return {"notebook": notebook, "summary": summary, "runs": runs}
+
+
+@pytest.mark.notebook
+def test_a_fixed_reward_trains_again_and_is_named_from_the_run(solved_rerun):
+    """The placeholder's checkpoint is not resumed for the learner's reward: the run starts over (in one line that
+    says why), trains every step on the learner's reward, and says so from what the run folder recorded; section 12
+    trains the finished right_answer_line."""
+    summary, text = solved_rerun["summary"], outputs_text(solved_rerun["notebook"], html=True)
+    assert "training: starting over (the reward functions differ)" in text
+    assert "will resume" not in text and "Traceback" not in text
+    assert [step["step"] for step in summary["per_step"]] == list(range(1, CI_PARAMETERS["max_steps"] + 1))
+    assert summary["reward_is_yours"] is True and "This run trained on your last_number_right" in text
+    assert summary["yours_steps"] == CI_PARAMETERS["hack_steps"] and "fixed" in summary["behaviour"]
+    assert (solved_rerun["runs"] / "evals" / f"{RUN_NAME}_fix" / "run.json").is_file()
+    kept = [p.name for p in (solved_rerun["runs"] / "grpo").iterdir() if p.name.startswith(f"{RUN_NAME}-")]
+    assert len(kept) == 1  # the placeholder's run, moved aside, not deleted
 
 
 def parameters_cell_values() -> dict:

@@ -95,3 +95,18 @@ def test_bad_arguments_are_refused_naming_the_fix(args, says):
 def test_asking_for_more_problems_than_exist_says_how_to_get_them():
     with pytest.raises(ValueError, match="ask for fewer than 3000 or raise max_number"):
         generate(3000, "eval", "one-step", max_number=10)
+
+
+def test_eval_start_skips_the_held_out_problems_a_design_was_chosen_on():
+    """Issue 43, item 3: notebook 02 is judged on held-out problems after the design set, never on it."""
+    from helpers.grpo import DESIGN_PROBLEMS
+
+    env = load_environment(difficulty="one-step", max_number=20, num_examples=5, num_eval_examples=10,
+                           eval_start=DESIGN_PROBLEMS)
+    every = generate(DESIGN_PROBLEMS + 10, "eval", "one-step", 20)
+    assert list(env.eval_dataset["question"]) == [p.question for p in every[DESIGN_PROBLEMS:]]
+    design = {p.question for p in every[:DESIGN_PROBLEMS]}
+    assert not design & set(env.eval_dataset["question"])
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="eval_start"):
+            load_environment(num_eval_examples=2, eval_start=bad)

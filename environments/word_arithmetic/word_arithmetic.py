@@ -154,6 +154,7 @@ def load_environment(
     max_number: int = 50,
     seed: int = 0,
     system_prompt: str | None = None,
+    eval_start: int = 0,
 ) -> vf.SingleTurnEnv:
     """Arithmetic word problems as a `vf.SingleTurnEnv` with gsm8k-course's `hash` prompt and rubric.
 
@@ -162,13 +163,18 @@ def load_environment(
     max_number: the largest number added or subtracted (factors and divisors stay at most 12).
     seed: which problems; the held-out split stays disjoint from training whatever the seeds.
     system_prompt: overrides gsm8k-course's '#### <number>' prompt.
+    eval_start: the held-out problems start at this index of the held-out split, so that the ones before it
+        (e.g. those a design was chosen on) are never the ones a run is judged on.
     """
     _check_args(num_examples=num_examples, num_eval_examples=num_eval_examples, difficulty=difficulty,
                 max_number=max_number, seed=seed)
+    if not isinstance(eval_start, int) or isinstance(eval_start, bool) or eval_start < 0:
+        raise ValueError(f"eval_start must be a whole number of problems to skip, 0 or more, not {eval_start!r}")
+    held_out = generate(eval_start + num_eval_examples, "eval", difficulty, max_number, seed)[eval_start:]
     parser = HashParser()
     return vf.SingleTurnEnv(
         dataset=as_dataset(generate(num_examples, "train", difficulty, max_number, seed)),
-        eval_dataset=as_dataset(generate(num_eval_examples, "eval", difficulty, max_number, seed)),
+        eval_dataset=as_dataset(held_out),
         system_prompt=system_prompt or HASH_SYSTEM_PROMPT,
         parser=parser,
         rubric=make_rubric(parser, "hash"),

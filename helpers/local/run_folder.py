@@ -1,8 +1,9 @@
-"""The folder of a training run (runs/grpo/<name>): resume a run of the same settings, never delete
-an earlier one, refuse settings that cannot train, and say in plain words what to do after an
-interrupt or running out of memory. Notebook 02 checks its parameters first
-(helpers.local.parameters, in well under a second, before any model is loaded), calls
-`prepare_run_dir(config, ...)` after building its GRPOConfig and wraps `trainer.train()` in
+"""The folder of a training run (runs/grpo/<name>): resume a run of the same settings and rewards, never
+delete an earlier one, refuse settings that cannot train, remember which reward the run trained on, and say
+in plain words what to do after an interrupt or running out of memory. Notebook 02 checks its parameters
+first (helpers.local.parameters, in well under a second, before any model is loaded), calls
+`prepare_run_dir(config, rewards=..., ...)` after building its GRPOConfig, loads a run that already
+reached max_steps instead of training it again (`load_if_finished`) and wraps `trainer.train()` in
 `explain_failures(output_dir)`.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import inspect
 import json
 from datetime import datetime
 from pathlib import Path
@@ -49,32 +52,109 @@ def last_checkpoint(output_dir: str | Path) -> str | None:
     return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
 
 
-def prepare_run_dir(config, resume: str = "auto", **run: Any) -> None:
-    """Make `config.output_dir` ready: keep a run of the same settings to resume, or start an empty one.
+def code_identity(func) -> str:
+    """A short hash of what `func` computes: its source (decorators unwrapped), or where there is no source its
+    bytecode, constants and names. Two rewards that differ in any character of their code differ here; the same
+    code defined again in a new kernel does not."""
+    func = inspect.unwrap(func)
+    try:
+        text = inspect.getsource(func)
+    except (OSError, TypeError):
+        text = _code_text(getattr(func, "__code__", None)) or repr(func)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    `resume="auto"` keeps the run in the folder when it was made with the same settings (the
-    training fields of `config`, and `run`, e.g. the environment's arguments) and has a checkpoint;
-    `resume="never"` starts over. An earlier run that is not resumed is never deleted: it is moved
-    aside with a timestamp, and that is said in one line.
+
+def _code_text(code) -> str:
+    if code is None:
+        return ""
+    consts = [(_code_text(c) if inspect.iscode(c) else repr(c)) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
+
+
+def reward_identity(rewards) -> list[dict]:
+    """What makes a run's reward that reward: each function's name, weight and code (`rewards`: a
+    helpers.grpo.RubricRewards, or any object with `functions`, `names` and `weights`)."""
+    return [{"name": name, "weight": float(weight), "code": code_identity(func)}
+            for func, name, weight in zip(rewards.functions, rewards.names, rewards.weights)]
+
+
+def prepare_run_dir(config, resume: str = "auto", rewards=None, reward_is_yours: bool | None = None,
+                    **run: Any) -> None:
+    """Make `config.output_dir` ready: keep a run of the same settings and rewards to resume, or start an empty one.
+
+    `resume="auto"` keeps the run in the folder when it was made with the same settings (the training fields of
+    `config`, the reward functions' code and weights (`rewards`), and `run`, e.g. the environment's arguments)
+    and has a checkpoint; `resume="never"` starts over. An earlier run that is not resumed is never deleted: it
+    is moved aside with a timestamp, and that is said in one line, with what differs. `reward_is_yours` (the
+    reward exercise's check passed) is recorded with the run: `trained_reward` reads it back after training.
     """
     if resume not in ("auto", "never"):
         raise ValueError(f"resume must be 'auto' or 'never', not {resume!r}")
     check_config(config)
     out = Path(config.output_dir)
-    identity = json.loads(json.dumps({**{f: getattr(config, f) for f in TRAINING_FIELDS}, **run}, default=str))
+    fields = {f: getattr(config, f) for f in TRAINING_FIELDS}
+    if rewards is not None:
+        fields["rewards"] = reward_identity(rewards)
+    identity = json.loads(json.dumps({**fields, **run}, default=str))
     saved = out / "course_run.json"
+    record = {"identity": identity, "reward_is_yours": reward_is_yours,
+              "reward_functions": [r["name"] for r in identity.get("rewards", [])]}
     if out.is_dir() and any(out.iterdir()):
-        same = saved.is_file() and json.loads(saved.read_text()).get("identity") == identity
+        earlier = json.loads(saved.read_text()) if saved.is_file() else {}
+        differs = _differences(earlier.get("identity"), identity)
         checkpoint = last_checkpoint(out)
-        if resume == "auto" and same and checkpoint is not None:
-            print(f"training: will resume from {Path(checkpoint).name} of the same run "
+        if resume == "auto" and not differs and checkpoint is not None:
+            print(f"training: will resume from {Path(checkpoint).name} of the same run, same settings and reward "
                   f"(resume='never' starts over; the earlier run is then kept aside)")
             return
         aside = _move_aside(out)
-        why = "resume='never'" if resume == "never" else "other settings" if not same else "no checkpoint"
+        why = ("resume='never'" if resume == "never" else f"{differs} differ" if differs else "no checkpoint")
         print(f"training: starting over ({why}); the earlier run is kept in {display_path(aside)}")
     out.mkdir(parents=True, exist_ok=True)
-    write_json(saved, {"identity": identity})
+    write_json(saved, record)
+
+
+def _differences(earlier: dict | None, identity: dict) -> str:
+    """'' when the two identities are the same run; else what differs, in words ('the reward functions', 'the
+    settings learning_rate, seed')."""
+    if earlier == identity:
+        return ""
+    if earlier is None:
+        return "the settings (the earlier run recorded none)"
+    parts = []
+    if earlier.get("rewards") != identity.get("rewards"):
+        parts.append("the reward functions")
+    keys = sorted(k for k in {*earlier, *identity} - {"rewards"} if earlier.get(k) != identity.get(k))
+    if keys:
+        parts.append("the settings " + ", ".join(keys))
+    return " and ".join(parts)
+
+
+def trained_reward(output_dir: str | Path) -> dict:
+    """Which reward the run in `output_dir` trained on, as recorded when it started: {"reward_is_yours": bool or
+    None, "reward_functions": [names]}. A run is resumed only with the same reward code, so this holds for every
+    step in its folder, whatever the notebook's cells hold now."""
+    saved = Path(output_dir) / "course_run.json"
+    record = json.loads(saved.read_text()) if saved.is_file() else {}
+    return {"reward_is_yours": record.get("reward_is_yours"), "reward_functions": record.get("reward_functions", [])}
+
+
+def load_if_finished(trainer, checkpoint: str | None) -> bool:
+    """True when `checkpoint` already holds the run's max_steps steps: its weights and log history are loaded into
+    `trainer`, and there is nothing left to train (transformers' train() would run one step past max_steps).
+    False otherwise: call `trainer.train(resume_from_checkpoint=checkpoint)`."""
+    from transformers import TrainerState
+
+    if checkpoint is None:
+        return False
+    state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    if state.global_step < trainer.args.max_steps:
+        return False
+    trainer._load_from_checkpoint(checkpoint)  # the same call train() makes when it resumes
+    trainer.state = state
+    print(f"training: {Path(checkpoint).name} already holds all {trainer.args.max_steps} steps of this run: its "
+          "weights and log are loaded and no step is trained (resume='never' trains it again)")
+    return True
 
 
 def _move_aside(folder: Path) -> Path:
