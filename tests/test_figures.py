@@ -297,7 +297,7 @@ def screen(task: str, *path) -> Callable[[dict], float]:
 
 CLAIMS += [
     Claim(NB05, r"the greedy reply holds the right number (\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(NB05, r"among 8 samples one is\sright for (\d+)% of the problems", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim(NB05, r"among 8 samples at least\s+one is right for (\d+)% of the problems", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
     Claim(NB05, r"a gap of (\d+) points for GRPO", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"), 0.5),
     Claim(NB05, r"keeps that \(greedy (\d+)%", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
     Claim(NB05, r"keeps that \(greedy \d+%, pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
@@ -615,8 +615,7 @@ CLAIMS += [
     Claim(GUIDE, r"the same reward gained \+([\d.]+) points in", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(GUIDE, r"points in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
     Claim(GUIDE, r"points in \d+-(\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(GUIDE, r"its two seeds \(pass@1 \+([\d.]+) points against", LAST, expert("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(GUIDE, r"the notebook's GRPO design's \+([\d.]+)\)", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(GUIDE, r"its two seeds \(pass@1 \+([\d.]+) points, float32", LAST, expert("diff_sampled_lenient", 100, "mean"), 0.05),
 ]
 CLAIMS += [
     Claim(NB05, r"not easier \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
@@ -703,15 +702,17 @@ CLAIMS += [
     Claim(doc, pattern, result, value, tolerance)
     for doc in (GUIDE,)
     for pattern, result, value, tolerance in [
-        (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds gamed it", HACK_FORMAT,
+        (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
-        (r"\((\d+)% of one seed's replies\s+listed", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
+        (r"\((\d+)%\s+of one seed's replies listed", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
         (r"listed\s+`####` lines[;,] (\d+)% of\s+another's ran to the cap", HACK_FORMAT, seed_share("sampled_cut"), 0.5),
-        (r"pass@1 did not rise\s+\((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+        (r"pass@1 did\s+not rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
         (r"points, interval (−?[\d.]+) to \+?[\d.]+", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     ]
 ]
 CLAIMS.append(Claim(GUIDE, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
+CLAIMS.append(Claim(GUIDE, r"pass@1 still rose \+[\d.]+ points, rising in (\d) of 3 seeds", HACK_FORMAT,
+                    rose_in("diff_sampled_lenient"), 0))
 
 
 def the_constant_seed(key: str, scale: float = 1.0) -> Callable[[dict], float]:
@@ -822,11 +823,12 @@ CLAIMS += [
     Claim(NB05, r"points, interval \+(\d+) to \+\d+; rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
     Claim(NB05, r"points, interval \+\d+ to \+(\d+); rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
     Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST, rose_in("diff_lenient", block="summary_expert_iteration"), 0),
-    Claim(NB05, r"\(notebook 02's GRPO design sampled ([\d,]+) in", B36, lambda d: d["steps"] * d["num_generations"] * d["prompts_per_step"], 0),
-    Claim(NB05, r"strict accuracy\s+(\d+)% → \d+%\. It imitates", LAST, expert("base_strict"), 0.5),
-    Claim(NB05, r"strict accuracy\s+\d+% → (\d+)%\. It imitates", LAST, expert("after_strict"), 0.5),
-    Claim(NB05, r"`####` lines went\s+(\d+)% → \d+%\. Try the", LAST, expert("base_multi_hash"), 0.5),
-    Claim(NB05, r"`####` lines went\s+\d+% → (\d+)%\. Try the", LAST, expert("after_multi_hash"), 0.5),
+    Claim(NB05, r"strict accuracy\s+(\d+)% → \d+%\. It is not set against", LAST, expert("base_strict"), 0.5),
+    Claim(NB05, r"strict accuracy\s+\d+% → (\d+)%\. It is not set against", LAST, expert("after_strict"), 0.5),
+    Claim(NB05, r"`####` lines went\s+(\d+)% → \d+%, a rise in", LAST, expert("base_multi_hash"), 0.5),
+    Claim(NB05, r"`####` lines went\s+\d+% → (\d+)%, a rise in", LAST, expert("after_multi_hash"), 0.5),
+    Claim(NB05, r"a rise in (\d) of its 2 seeds", LAST,
+          lambda d: sum(r["after"]["multi_hash"] > d["base"]["multi_hash"] for r in d["expert_iteration_runs"]), 0),
     # the format terms (section 4)
     Claim(NB05, r"and (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
           lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
@@ -835,16 +837,16 @@ CLAIMS += [
     Claim(NB05, r"fell in all \d seeds \((\d+)% →", HACK_ONE_LINE, summary("base_lenient"), 0.5),
     Claim(NB05, r"fell in all \d seeds \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_lenient"), 0.5),
     Claim(NB05, r"\d+% → \d+%, (−\d+) points, interval −\d+ to −\d+\)", HACK_ONE_LINE, summary("diff_lenient", 100, "mean"), 0.5),
-    Claim(NB05, r"points, interval (−\d+) to −\d+\)\. One seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"points, interval −\d+ to (−\d+)\)\. One seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"points, interval (−\d+) to −\d+\)\. In one seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"points, interval −\d+ to (−\d+)\)\. In one seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 1), 0.5),
     Claim(NB05, r"greedy replies were about (\d+) tokens long", HACK_ONE_LINE, the_constant_seed("mean_tokens"), 0.5),
     Claim(NB05, r"tokens long and (\d+)% right", HACK_ONE_LINE, the_constant_seed("lenient", 100), 0.5),
 ]
 
 # the solutions' review answers (notebook 02): the design's seeds, the earlier format term, the screen
 CLAIMS += [
-    Claim(SOL02, r"right 20% of the time and one of 8 samples for (\d+)% of the problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
-    Claim(SOL02, r"right (\d+)% of the time and one of 8 samples", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(SOL02, r"right 20% of the time and at least one of 8 samples for (\d+)% of the problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(SOL02, r"right (\d+)% of the time and at least one of 8 samples", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
     Claim(SOL02, r"pass@1 did not\s+rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(SOL02, r"points, interval (−[\d.]+) to \+[\d.]+\), greedy", HACK_ONE_LINE,
           summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
