@@ -344,19 +344,107 @@ def _right_line(kind):
 
 
 def _loss(kind):
-    """grpo_loss (notebook 02, section 9) with one of the mistakes the check names."""
-    from helpers.checks.notebook_02 import _loss_reference
-
-    mistake = {"right": ""}.get(kind, kind)
+    """grpo_loss (notebook 02, section 9) as a learner writes it: right, with one of the mistakes the check names,
+    or with a value that is right and a gradient that is not (the trainer backpropagates it)."""
+    import numpy
+    import torch
 
     def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
-        if kind == "epsilon fixed":
-            epsilon = 0.2
         if kind == "blank":
             return torch_zero()
-        return _loss_reference(rewards, logps, old_logps, mask, num_generations, epsilon,
-                               mistake="" if kind == "epsilon fixed" else mistake)
+        if kind == "epsilon fixed":
+            epsilon = 0.2
+        grouped = rewards.float().view(-1, num_generations)
+        std = grouped.std(dim=1, keepdim=True, unbiased=kind != "std over n")
+        centred = grouped - grouped.mean(dim=1, keepdim=True)
+        advantages = (centred if kind == "not normalised" else centred / (std + 1e-4)).reshape(-1, 1)
+        if kind == "no_grad":
+            with torch.no_grad():
+                ratio = torch.exp(logps - old_logps)
+        elif kind == "detached ratio":
+            ratio = torch.exp(logps - old_logps).detach()
+        else:
+            ratio = torch.exp(logps - old_logps)
+        clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon)
+        if kind == "no clipping":
+            per_token = -ratio * advantages
+        elif kind == "wrong side":
+            per_token = -torch.max(ratio * advantages, clipped * advantages)
+        else:
+            per_token = -torch.min(ratio * advantages, clipped * advantages)
+        if kind == "no minus":
+            per_token = -per_token
+        mask = mask.float()
+        if kind == "mask ignored":
+            return per_token.mean()
+        if kind == "mean over completions":
+            return ((per_token * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).mean()
+        if kind == "padding in the gradient":  # the padding's terms cancel in the value, not in the gradient
+            return (per_token * mask).sum() / mask.sum() + (per_token * (1 - mask)).sum() * 0.0 + (
+                logps * (1 - mask)).sum() * 1e-3 - (logps * (1 - mask)).detach().sum() * 1e-3
+        loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+        if kind == ".item() in a tensor":
+            return torch.tensor(loss.item())
+        if kind == "numpy":
+            return numpy.float32(loss.detach().numpy())
+        return loss
     return grpo_loss
+
+
+def _loss_where(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    """Also right: clipping written with torch.where (the clipped term's gradient is 0 where it wins), in float64,
+    the tokens selected with the mask."""
+    import torch
+
+    groups = rewards.double().reshape(-1, num_generations)
+    advantages = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)).reshape(-1, 1)
+    ratio = (logps.double() - old_logps.double()).exp()
+    unclipped, clipped = ratio * advantages, ratio.clamp(1 - epsilon, 1 + epsilon) * advantages
+    objective = torch.where(unclipped < clipped, unclipped, clipped)
+    return -objective[mask.bool()].mean()
+
+
+def _loss_in_place(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    """Also right: the log-ratio worked on in place, -max of the negated terms, a loop over the groups."""
+    import torch
+
+    advantages = torch.empty(len(rewards), 1)
+    for start in range(0, len(rewards), num_generations):
+        group = rewards[start:start + num_generations].float()
+        advantages[start:start + num_generations, 0] = (group - group.mean()) / (group.std() + 1e-4)
+    log_ratio = logps.sub_(old_logps)  # the model's log-probabilities are no leaf: in-place is fine
+    ratio = log_ratio.exp()
+    per_token = torch.maximum(-ratio * advantages, -torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+    return (per_token * mask).sum() / mask.sum()
+
+
+def _trl_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    """TRL's private loss method, called with a stand-in for the trainer."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    stand_in = SimpleNamespace(beta=0.0, epsilon_low=epsilon, epsilon_high=epsilon, loss_type="dapo")
+    return GRPOTrainer._compute_loss(stand_in, None, {"logps": logps, "old_logps": old_logps, "mask": mask})
+
+
+def _loss_wrapper(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    """A def that calls the check's own reference."""
+    from helpers.checks.notebook_02 import _loss_reference
+
+    return _loss_reference(rewards, logps, old_logps, mask, num_generations, epsilon)
+
+
+def _loss_peeking(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
+    """Looks up the stack for what the check expects."""
+    import sys
+
+    import torch
+
+    frame = sys._getframe(1)
+    while frame is not None and "expected" not in frame.f_locals:
+        frame = frame.f_back
+    return torch.tensor(frame.f_locals["expected"] if frame else 0.0)
 
 
 def torch_zero():
@@ -571,11 +659,6 @@ def _my_environment(kind):
 
         if kind == "blank":
             raise NotImplementedError("Implement your custom environment here.")
-        if kind == "the course's, wrapped":
-            from gsm8k_feedback import load_environment as course
-
-            return course(max_turns=max_turns, discount=discount, hints=hints, num_eval_examples=num_eval_examples,
-                          seed=seed)
         parser = vf.Parser(extract_fn=extract_hash_answer) if kind == "last message" else FinalAnswerParser()
 
         def discounted_correct(parser, completion, answer, **kwargs) -> float:
@@ -603,6 +686,13 @@ def _my_environment(kind):
                            eval_dataset=load_gsm8k(split, num_eval_examples, rows_seed), parser=parser, rubric=rubric,
                            **system)
     return load_environment
+
+
+def _my_environment_wrapped(max_turns=3, discount=0.5, hints=True, num_eval_examples=20, seed=0):
+    """The course's load_environment, wrapped in a def of one's own."""
+    from gsm8k_feedback import load_environment as course
+
+    return course(max_turns=max_turns, discount=discount, hints=hints, num_eval_examples=num_eval_examples, seed=seed)
 
 
 def _course(module, name):
@@ -733,6 +823,16 @@ def _table():
             ("epsilon fixed at 0.2", _loss("epsilon fixed"), "epsilon 0.1"),
             ("the course's own reference imported", _course("helpers.checks.notebook_02", "_loss_reference"),
              "needs your own code"),
+            # the value right, the gradient not: the trainer backpropagates the loss
+            ("a detached ratio", _loss("detached ratio"), "no gradient"),
+            ("the ratio under torch.no_grad()", _loss("no_grad"), "torch.no_grad()"),
+            (".item() wrapped back in a tensor", _loss(".item() in a tensor"), ".item()"),
+            ("a numpy number", _loss("numpy"), "not a torch tensor"),
+            ("the padding in the gradient", _loss("padding in the gradient"), "the padding gets a gradient"),
+            # not the learner's own work
+            ("a def that calls the check's reference", _loss_wrapper, "needs your own code"),
+            ("TRL's private loss method with a stand-in trainer", _trl_loss, "needs your own code"),
+            ("a look up the stack for what the check expects", _loss_peeking, "needs your own code"),
         ]),
         "03-feedback-hints": (_feedback("right"), _feedback("blank"), [
             ("numbers compared as text", _feedback("as text"), "as numbers"),
@@ -806,7 +906,7 @@ def _table():
             ("no system prompt", _my_environment("no system prompt"), "system_prompt=HASH_SYSTEM_PROMPT"),
             ("the course's own load_environment imported", _course("gsm8k_feedback", "load_environment"),
              "needs your own code"),
-            ("the course's load_environment, wrapped", _my_environment("the course's, wrapped"), "needs your own code"),
+            ("the course's load_environment, wrapped", _my_environment_wrapped, "needs your own code"),
         ]),
     }
 
@@ -844,6 +944,7 @@ ALSO_RIGHT = {
                             np.array(advantages([1.5, 0.5, 0.0, 0.5]))],
     "02-reward-adapter": [_adapter("numpy")],
     "02-last-number": [_last_number("the last assistant message")],
+    "02-grpo-loss": [_loss_where, _loss_in_place],
     "03-is-completed": [_is_completed("last message"), _returns_the_coroutine(_is_completed), _is_completed("super()")],
     "03-env-response": [_returns_the_coroutine(_env_response), _env_response("a copy of the state")],
     "03-turn-discount": [_discount_from_state],

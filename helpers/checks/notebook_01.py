@@ -120,6 +120,12 @@ def repair_the_trap(rubric) -> str | None:
     return None
 
 
+def _score_references() -> tuple:
+    from helpers.eval_views import score_text
+
+    return (score_text,)
+
+
 @checks_exercise("01-score-rollout")
 def score_rollout(score_text) -> str | None:
     """score_text(rubric, text, answer): rubric.score_rollout's result on one assistant reply. The notebook awaits
@@ -128,8 +134,9 @@ def score_rollout(score_text) -> str | None:
 
     if not callable(score_text):
         return "score_text should be a function: async def score_text(rubric, text, answer)"
-    if not_your_own(score_text):
-        return not_your_own(score_text)
+    own = not_your_own(score_text, references=_score_references())
+    if own:
+        return own
     fixed, trap, _ = _think_rubrics()
     rubrics = {"the fixed rubric": fixed, "trap_rubric": trap, "a '####' rubric": _hash_rubric()}
 
@@ -217,8 +224,9 @@ def signal_share(func) -> str | None:
     """func(rollouts): share of examples whose rollouts got different rewards."""
     if not callable(func):
         return "signal_share should be a function of the rollouts table"
-    if not_your_own(func):
-        return not_your_own(func)
+    own = not_your_own(func, references=(_signal_share,))
+    if own:
+        return own
     tables, answers = [_rollouts(rewards) for rewards in SIGNAL_CASES + _random_cases()], []
     for rewards, table in zip(SIGNAL_CASES + _random_cases(), tables):
         try:
@@ -330,8 +338,9 @@ def boxed_reward(func) -> str | None:
 
     if not callable(func):
         return "boxed_reward should be a reward function: def boxed_reward(completion, answer, **kwargs) -> float"
-    if not_your_own(func):
-        return not_your_own(func)
+    own = not_your_own(func, references=(_boxed_reference,))
+    if own:
+        return own
     cases = [(_reply(text), answer, expected, hint) for text, answer, expected, hint in BOXED_CASES]
     remedy = ("find the last box of the model's last turn with extract_boxed_answer and compare "
               "canonical_number(...) of both sides")

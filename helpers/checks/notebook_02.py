@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import math
+import sys
 
 from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
@@ -159,6 +160,12 @@ def _calls(batch) -> list[tuple[str, dict]]:
             ("as the notebook's cells call it", {"prompts": prompts, "completions": completions_, "answer": answers})]
 
 
+def _adapter_references() -> tuple:
+    from helpers.grpo import RubricRewards
+
+    return (RubricRewards,)
+
+
 @checks_exercise("02-reward-adapter")
 def reward_adapter(build) -> str | None:
     """build(rubric) -> one TRL reward function per rubric function: (prompts, completions, answer, **kw) -> floats.
@@ -173,8 +180,9 @@ def reward_adapter(build) -> str | None:
             funcs = list(build(rubric) or [])
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"trl_reward_funcs(rubric) raised {type(e).__name__}: {e}"
-        if not_your_own(build, *funcs):
-            return not_your_own(build, *funcs)
+        own = not_your_own(build, *funcs, references=_adapter_references())
+        if own:
+            return own
         if len(funcs) != len(names) or not all(callable(f) for f in funcs):
             return f"one TRL function per rubric function: {len(names)} functions ({', '.join(names)}), not {len(funcs)}"
         if [getattr(f, "__name__", "") for f in funcs] != names:
@@ -318,8 +326,9 @@ def right_answer_line(func) -> str | None:
     if not callable(func):
         return ("right_answer_line should be a reward function: "
                 "def right_answer_line(completion, answer, **kwargs) -> float")
-    if not_your_own(func):
-        return not_your_own(func)
+    own = not_your_own(func, references=(reference,))
+    if own:
+        return own
     cases = [([{"role": "assistant", "content": text}], "72", expected, hint) for text, expected, hint in LINE_CASES]
     number = ("one '####' whose number is the gold answer earns 1.0: extract_hash_answer reads every way a number is "
               "written ('$18', '-3', '1,000', '0.5.'), and canonical_number makes both sides the same number")
@@ -378,6 +387,12 @@ def _last_number_replies() -> list[tuple[list[dict], str, str]]:
     return cases
 
 
+def _last_number_references() -> tuple:
+    from helpers.grpo import last_number_right as reference
+
+    return (reference, last_number_right)
+
+
 @checks_exercise("02-last-number")
 def last_number_reward(func) -> str | None:
     """func(completion, answer) -> 1.0 when the reply's last number is the gold one, whatever the format; tried
@@ -385,8 +400,9 @@ def last_number_reward(func) -> str | None:
     notebook's rubric and its TRL adapter call it."""
     if not callable(func):
         return "last_number_right should be a reward function: def last_number_right(completion, answer, **kwargs)"
-    if not_your_own(func):
-        return not_your_own(func)
+    own = not_your_own(func, references=_last_number_references())
+    if own:
+        return own
     cases = [(completion, gold, None, what) for completion, gold, what in _last_number_replies()]
     return _reward_difference(func, cases, last_number_right, adapter_call=True)
 
@@ -469,49 +485,110 @@ def _loss_of(func, keywords: dict) -> float:
     return float(func(**copies))
 
 
-def _trainer_batch() -> dict | None:
-    """The last step's batch and loss of a ServerRolloutGRPOTrainer in this kernel (None: no such step yet), when
-    it was computed as this exercise computes it (beta 0, 'dapo', the same epsilon both sides, 'group')."""
-    from helpers.local import server_rollouts
+def _gradient_of(func, keywords: dict):
+    """(the loss, its gradient with respect to logps) as the trainer uses it: logps come from the model (a tensor
+    that requires grad, not a leaf), and the loss is backpropagated. The gradient is None when the loss carries
+    none (a number, or a tensor cut from logps)."""
+    import torch
 
-    batch = server_rollouts.last_loss_batch
-    if batch is None:
-        return None
-    if (batch["beta"], batch["loss_type"], batch["scale_rewards"]) != (0.0, "dapo", "group") \
-            or batch["epsilon"] != batch["epsilon_high"]:
-        print(f"(the trainer's last step used beta={batch['beta']}, loss_type={batch['loss_type']!r}, "
-              f"scale_rewards={batch['scale_rewards']!r}: this exercise's loss is for beta 0, 'dapo' and 'group', so "
-              "it was compared on made-up batches only)")
-        return None
-    return batch
+    copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in keywords.items()}
+    leaf = copies["logps"].float().requires_grad_()
+    copies["logps"] = leaf * 1.0  # the model's output is no leaf: in-place work on it is allowed, as in training
+    loss = func(**copies)
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+        return loss, None
+    loss.backward()
+    return loss, torch.zeros_like(leaf) if leaf.grad is None else leaf.grad
+
+
+def _reference_gradient(keywords: dict):
+    return _gradient_of(lambda **k: _loss_reference(**k), keywords)[1]
+
+
+def _cut(func) -> str:
+    """What in the learner's code cuts the loss from logps' gradient, in words (from the names its code reads)."""
+    import numpy
+
+    from helpers.checks.own_code import _reached, _reads
+
+    learner, reached = _reached(func)
+    names = set()
+    for function in learner:
+        reads = _reads(function.__code__)
+        names |= reads["attribute"] | reads["global"]
+    found = [words for name, words in (("item", ".item()"), ("tolist", ".tolist()"), ("numpy", ".numpy() or numpy"),
+                                       ("detach", ".detach()"), ("no_grad", "torch.no_grad()"),
+                                       ("inference_mode", "torch.inference_mode()"), ("data", ".data"),
+                                       ("tensor", "torch.tensor(...) of a number")) if name in names]
+    if any(obj is numpy for obj in reached) and ".numpy() or numpy" not in found:
+        found.append("numpy")
+    return f" (your code uses {', '.join(found)})" if found else ""
+
+
+def _gradient_mistake(keywords: dict, grad, expected) -> str:
+    """Where the learner's gradient parts from the reference's: padding, clipped tokens, the equal-reward group."""
+    import torch
+
+    mask = keywords["mask"].bool()
+    differs = ~torch.isclose(grad, expected, rtol=1e-3, atol=1e-7)
+    if (differs & ~mask).any():
+        return ("the padding gets a gradient: positions with mask 0 are not tokens the model wrote; multiply by the "
+                "mask (or select the tokens) before averaging")
+    ratio = torch.exp(keywords["logps"].float() - keywords["old_logps"].float())
+    epsilon = keywords["epsilon"]
+    clipped = (ratio < 1 - epsilon) | (ratio > 1 + epsilon)
+    if (differs & clipped & (expected == 0)).any():
+        return ("the tokens whose ratio is outside [1 - epsilon, 1 + epsilon] on the clipped side still get a gradient: "
+                "with -min(ratio x A, clip(ratio) x A) the clipped term wins there and carries none")
+    size = keywords["num_generations"]
+    if (differs[:size] & (expected[:size] == 0)).any():
+        return "the first group's rewards are all equal (advantages 0): its tokens must get no gradient"
+    return ("its value is right but its gradient is not: part of the loss is cut from logps (.detach()?) or counted "
+            "twice; let the gradient flow through ratio = exp(logps - old_logps) in both terms")
 
 
 @checks_exercise("02-grpo-loss")
 def grpo_loss(func) -> str | None:
     """func(rewards, logps, old_logps, mask, num_generations, epsilon) -> the loss TRL 0.24 computes for notebook
-    02's settings: next to the reference on made-up batches where clipping, padding and both advantage signs
-    matter, then on the trainer's own last step (its batch, and the loss TRL computed from it)."""
+    02's settings, as the trainer uses it: its value and its gradient with respect to logps, next to the reference
+    on made-up batches where clipping, padding and both advantage signs matter (at the trainer's own step the
+    ratio is 1 and the clip never acts), then its value on the trainer's own last step (its batch, and the loss
+    TRL computed from it)."""
     import torch
 
     if not callable(func):
         return "grpo_loss should be a function: def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2)"
-    if not_your_own(func):
-        return not_your_own(func)
+    own = not_your_own(func, references=_loss_references())
+    if own:
+        return own
     for keywords, what in _loss_inputs():
         try:
-            got = _loss_of(func, keywords)
+            loss, grad = _gradient_of(func, keywords)
+            got = float(loss.detach() if hasattr(loss, "detach") else loss)
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
+            grad_words = (" The logps the trainer passes come from the model and require grad: keep every step in "
+                          "torch (no .numpy()), so that loss.backward() reaches the model") if "grad" in str(e) else ""
             return (f"on a batch of {what}, it raised {type(e).__name__}: {e}. The arguments are torch tensors: "
-                    "rewards (completions), logps, old_logps and mask (completions x tokens)")
+                    f"rewards (completions), logps, old_logps and mask (completions x tokens).{grad_words}")
         expected = float(_loss_reference(**keywords))
-        if math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-6):
-            continue
-        for mistake, hint in LOSS_MISTAKES.items():
-            if math.isclose(got, float(_loss_reference(**keywords, mistake=mistake)), rel_tol=1e-4, abs_tol=1e-6):
-                return f"on a batch of {what}: {hint}"
-        return (f"on a batch of {what}, your loss is {got:.6f}, TRL's {expected:.6f}: advantages per group (reward - "
-                "mean) / (std + 1e-4), ratio = exp(logps - old_logps), per token -min(ratio x A, clip(ratio) x A), "
-                "summed over the completion tokens (mask 1) and divided by their number")
+        if not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-6):
+            for mistake, hint in LOSS_MISTAKES.items():
+                if math.isclose(got, float(_loss_reference(**keywords, mistake=mistake)), rel_tol=1e-4, abs_tol=1e-6):
+                    return f"on a batch of {what}: {hint}"
+            return (f"on a batch of {what}, your loss is {got:.6f}, TRL's {expected:.6f}: advantages per group (reward - "
+                    "mean) / (std + 1e-4), ratio = exp(logps - old_logps), per token -min(ratio x A, clip(ratio) x A), "
+                    "summed over the completion tokens (mask 1) and divided by their number")
+        if grad is None:
+            kind = (f"a {type(loss).__module__.split('.')[0]} {type(loss).__name__}, not a torch tensor"
+                    if not isinstance(loss, torch.Tensor) else "a tensor cut from logps (requires_grad is False)")
+            return (f"on a batch of {what}, the value is right but the loss has no gradient: it is {kind}{_cut(func)}. "
+                    "The trainer calls loss.backward() to train the model, and this loss cannot train it: keep every "
+                    "step in torch on the tensors you are given (no .item(), float(), numpy, .detach() or "
+                    "torch.no_grad())")
+        reference = _reference_gradient(keywords)
+        if not torch.allclose(grad.float(), reference, rtol=1e-3, atol=1e-7):
+            return f"on a batch of {what}, the loss's gradient with respect to logps is wrong: " + _gradient_mistake(
+                keywords, grad.float(), reference)
     batch = _trainer_batch()
     if batch is None:
         print("(no step of the trainer in this kernel to compare with yet: compared on made-up batches only)")
@@ -533,3 +610,30 @@ def grpo_loss(func) -> str | None:
     print(f"On the trainer's last step (step {batch['step']}: {len(batch['rewards'])} completions, {tokens} tokens) "
           f"your loss is {got:.6f} and TRL's {trl:.6f}.")
     return None
+
+
+def _loss_references() -> tuple:
+    """The exercise's answer as others wrote it: the course's reference and, when the learner's kernel loaded it,
+    TRL's own loss methods (called with a stand-in for the trainer, they compute the answer for you)."""
+    references = [_loss_reference]
+    grpo_trainer = sys.modules.get("trl.trainer.grpo_trainer")  # loaded only if the learner's code could use it
+    trainer = getattr(grpo_trainer, "GRPOTrainer", None)
+    references += [getattr(trainer, name) for name in ("_compute_loss", "compute_loss") if hasattr(trainer, name)]
+    return tuple(references)
+
+
+def _trainer_batch() -> dict | None:
+    """The last step's batch and loss of a ServerRolloutGRPOTrainer in this kernel (None: no such step yet), when
+    it was computed as this exercise computes it (beta 0, 'dapo', the same epsilon both sides, 'group')."""
+    from helpers.local import server_rollouts
+
+    batch = server_rollouts.last_loss_batch
+    if batch is None:
+        return None
+    if (batch["beta"], batch["loss_type"], batch["scale_rewards"]) != (0.0, "dapo", "group") \
+            or batch["epsilon"] != batch["epsilon_high"]:
+        print(f"(the trainer's last step used beta={batch['beta']}, loss_type={batch['loss_type']!r}, "
+              f"scale_rewards={batch['scale_rewards']!r}: this exercise's loss is for beta 0, 'dapo' and 'group', so "
+              "it was compared on made-up batches only)")
+        return None
+    return batch

@@ -31,6 +31,34 @@ from helpers.checks.real_inputs import (
 )
 from helpers.worker_thread import run_sync
 
+# ----------------------------------------------------------------------------- the exercises' answers as the course wrote them
+# A learner's code that calls one of these (or runs a copy of its code) is not the learner's own work.
+
+
+def _course_feedback_message():
+    from gsm8k_feedback import feedback_message
+
+    return feedback_message
+
+
+def _method_references(method: str) -> tuple:
+    from gsm8k_feedback import FeedbackEnv
+
+    return (getattr(FeedbackEnv, method), _solution_is_completed if method == "is_completed" else _solution_env_response)
+
+
+def _discount_references() -> tuple:
+    from gsm8k_feedback import FinalAnswerParser, make_rubric
+
+    return (make_rubric(FinalAnswerParser()).get_reward_funcs()[0], _discounted_reference)
+
+
+def _module_references() -> tuple:
+    from gsm8k_feedback import load_environment
+
+    return (load_environment, _reference_module)
+
+
 # ----------------------------------------------------------------------------- feedback that helps
 
 HINT_CASES = [  # (parsed, gold, the word the feedback must contain, what a wrong word here means)
@@ -76,8 +104,9 @@ def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
 
     if not callable(feedback_message):
         return "feedback_message should be a function: def feedback_message(parsed, answer) -> str"
-    if not_your_own(feedback_message):
-        return not_your_own(feedback_message)
+    own = not_your_own(feedback_message, references=(_course_feedback_message(),))
+    if own:
+        return own
     for parsed, gold in [("72", "72"), *((canonical_number(g), g) for g in gsm8k_golds())]:
         if feedback_message(parsed, gold).strip() != "Correct.":
             return (f"feedback_message({parsed!r}, {gold!r}) should say exactly 'Correct.' (the same number; the "
@@ -290,8 +319,9 @@ def _first_difference(method: str, yours: Callable) -> str | None:
     """Every scripted conversation with the learner's `method` and with the solution's; the first difference."""
     if not callable(yours):
         return f"{method} should be a function: async def {method}(self, messages, state, **kwargs)"
-    if not_your_own(yours):
-        return not_your_own(yours)
+    own = not_your_own(yours, references=_method_references(method))
+    if own:
+        return own
     expected = _reference_replays()
 
     async def compare() -> str | None:  # one event loop for them all
@@ -446,8 +476,9 @@ def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
 
     if not callable(discounted_correct):
         return "discounted_correct should be a reward function: def discounted_correct(parser, completion, answer, **kwargs)"
-    if not_your_own(discounted_correct):
-        return not_your_own(discounted_correct)
+    own = not_your_own(discounted_correct, references=_discount_references())
+    if own:
+        return own
     parser = FinalAnswerParser()
     replays = [(f"max_turns={max_turns}, gold answer {gold!r}, the model {what}", replay)
                for (max_turns, gold, what), replay in _reference_replays().items() if replay.state is not None]
@@ -563,8 +594,9 @@ def tool_call_count(tool_calls: Callable[..., float]) -> str | None:
 
     if not callable(tool_calls):
         return "tool_calls should be a reward function: def tool_calls(completion, **kwargs) -> float"
-    if not_your_own(tool_calls):
-        return not_your_own(tool_calls)
+    own = not_your_own(tool_calls, references=(reference,))
+    if own:
+        return own
     cases = [(case, completion, {}) for case, completion in TOOL_CASES] + _tool_rollouts()
     for case, completion, state in cases:
         expected = reference(completion)
@@ -624,8 +656,9 @@ def my_environment(load_environment: Callable) -> str | None:
 
     if not callable(load_environment):
         return "pass your module's load_environment function"
-    if not_your_own(load_environment):
-        return not_your_own(load_environment)
+    own = not_your_own(load_environment, references=_module_references())
+    if own:
+        return own
     for arguments in MODULE_ARGUMENTS:
         call = f"load_environment({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
         try:
@@ -657,8 +690,9 @@ def _module_difference(env, reference, arguments: dict) -> str | None:
     if rubric != FEEDBACK_RUBRIC:
         return (f"the rubric is {rubric}; section 2's is {FEEDBACK_RUBRIC}: the same four functions with the "
                 "same weights (the '####' format counts 0.5)")
-    if not_your_own(*env.rubric.get_reward_funcs()):  # the four reward functions are the exercise's to write
-        return not_your_own(*env.rubric.get_reward_funcs())
+    own = not_your_own(*env.rubric.get_reward_funcs(), references=_discount_references())
+    if own:  # the four reward functions are the exercise's to write
+        return own
     return run_sync(_conversations_differ(env, reference, arguments))
 
 
