@@ -294,6 +294,45 @@ def hack_signs(texts: list[str], answers: list[str], parser) -> dict[str, list[f
                              for p, a in zip(parsed, answers)]}
 
 
+class TransformersSampler:
+    """The trainer's own weights sampled with transformers' batched `generate`, behind the policy server's
+    `complete` (token ids, each ending with the end-of-turn id when the model ended it): `evaluate` scores its
+    completions exactly as the server's. Prompts are generated `batch` sequences at a time, left-padded; a
+    float32 model, in bfloat16 autocast with `bf16`."""
+
+    def __init__(self, model, tokenizer, batch: int = 64, bf16: bool = False, eos_token_id: int = 2):
+        self.model, self.tokenizer, self.batch, self.bf16, self.eos = model.eval(), tokenizer, batch, bf16, eos_token_id
+
+    def complete(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, *, top_p: float = 1.0,
+                 seed: int = 0, **_ignored):
+        import contextlib
+
+        import torch
+
+        from helpers.local.policy_server import Completion
+
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
+        rows = [prompt for prompt in prompts for _ in range(n)]  # grouped by prompt, as the server returns them
+        out: list = []
+        torch.manual_seed(seed)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        for start in range(0, len(rows), self.batch):
+            part = rows[start:start + self.batch]
+            width = max(map(len, part))
+            ids = torch.tensor([[pad] * (width - len(r)) + r for r in part])
+            mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in part])
+            sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0} if temperature > 0 \
+                else {"do_sample": False}
+            with torch.no_grad(), autocast:
+                generated = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens,
+                                                eos_token_id=self.eos, pad_token_id=pad, **sampling)[:, width:]
+            for row in generated.tolist():
+                ended = self.eos in row
+                tokens = row[:row.index(self.eos) + 1] if ended else row
+                out.append(Completion(token_ids=tokens, logprobs=[], finished=ended))
+        return out
+
+
 def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperature: float = 1.0,
              top_p: float = 1.0) -> dict:
     """Greedy completions of every held-out problem (env.eval_dataset) from the server's current weights, scored;

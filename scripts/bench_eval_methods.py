@@ -1,0 +1,125 @@
+"""Notebook 02's evaluation by several methods, side by side: the same problems, the same samples and the same
+scoring (bench_learnability.evaluate: greedy, plus k samples a problem at the training temperature; strict and
+lenient, pass@1 from the k samples, pass@k), from the untrained model, each method timed as a whole. Prints a
+table and writes benchmarks/results/eval-methods-<date>.json.
+
+    .venv/bin/python scripts/bench_eval_methods.py [--problems 62] [--samples 8] [--full "llama.cpp x32"]
+
+The methods: llama.cpp's server (the policy server, float16 GGUF) with 8 request slots as bench_learnability
+used it, and with more; transformers' own batched `generate` on the trainer's float32 weights, and in bfloat16
+autocast where the CPU has bfloat16 instructions. `--problems` takes the first N confirmation problems for the
+comparison; `--full METHOD` also evaluates all of them (248) with one method, the figure a learnability run pays
+per evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import bench_learnability as bl
+from bench_results import machine_info, whole_number, write_result
+
+from helpers import grpo
+
+SERVER_SLOTS = (8, 32, 64)
+HF_BATCH = 64
+
+
+def methods(model, tokenizer, folder: Path, threads: int) -> dict:
+    """Method name -> a function that opens its sampler (a context manager yielding an object with `complete`)."""
+    import contextlib
+
+    from helpers.local.policy_server import PolicyServer
+
+    def server(slots: int):
+        @contextlib.contextmanager
+        def open_server():
+            with PolicyServer(folder=folder, name=f"eval{slots}", parallel=slots, threads=threads) as policy:
+                policy.sync(model, step=0)
+                yield policy
+        return open_server
+
+    def transformers(bf16: bool):
+        @contextlib.contextmanager
+        def open_sampler():
+            yield bl.TransformersSampler(model, tokenizer, batch=HF_BATCH, bf16=bf16)
+        return open_sampler
+
+    found = {f"llama.cpp x{slots}": server(slots) for slots in SERVER_SLOTS}
+    found[f"transformers float32 x{HF_BATCH}"] = transformers(False)
+    if grpo.cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
+        found[f"transformers bfloat16 x{HF_BATCH}"] = transformers(True)
+    return found
+
+
+def measure(open_sampler, tokenizer, env, samples: int, setting) -> dict:
+    with open_sampler() as sampler:
+        started = time.monotonic()
+        out = bl.evaluate(sampler, tokenizer, env, setting.eval_max_tokens, samples, setting.temperature,
+                          setting.top_p)
+        seconds = time.monotonic() - started
+    problems = out["n"]
+    tokens = problems * (out["mean_tokens"] + samples * out["sampled_mean_tokens"])
+    return {"problems": problems, "samples": samples, "seconds": round(seconds, 1),
+            "tokens": round(tokens), "tokens_per_s": round(tokens / seconds, 1),
+            "greedy_lenient": out["lenient"], "greedy_strict": out["strict"],
+            "pass1_lenient": out["sampled_lenient"], "pass1_strict": out["sampled_strict"],
+            "pass_at_k": out["sampled_pass_at_k"], "cut": out["cut"], "sampled_cut": out["sampled_cut"]}
+
+
+def subset(env, n: int):
+    """The environment with only its first `n` held-out problems."""
+    env.eval_dataset = env.eval_dataset.select(range(min(n, len(env.eval_dataset))))
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", type=whole_number(1, 248, "confirmation problems"), default=62)
+    parser.add_argument("--samples", type=whole_number(1, 64, "samples a problem"), default=8)
+    parser.add_argument("--threads", type=whole_number(1, 256, "threads"), default=grpo.default_threads())
+    parser.add_argument("--full", default=None, help="also evaluate every confirmation problem with this method")
+    parser.add_argument("--only", nargs="*", default=None, help="compare only these methods")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    setting = bl.SETTINGS["nb02-fp32"]
+    model, tokenizer = bl.load_model(setting)
+    info = machine_info()
+    rows, full = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        found = methods(model, tokenizer, Path(tmp), args.threads)
+        unknown = [m for m in [args.full, *(args.only or [])] if m is not None and m not in found]
+        if unknown:
+            raise SystemExit(f"bench_eval_methods: no method {unknown}; the methods are {sorted(found)}")
+        for name, open_sampler in found.items():
+            if args.only is not None and name not in args.only:
+                continue
+            row = {"method": name, **measure(open_sampler, tokenizer, subset(bl.confirmation_env(setting),
+                                                                                args.problems), args.samples, setting)}
+            print(f"{name:28s} {row['seconds']:7.1f} s  {row['tokens_per_s']:6.1f} tokens/s  pass@1 "
+                  f"{row['pass1_lenient']:.3f}  pass@{args.samples} {row['pass_at_k']:.3f}  greedy "
+                  f"{row['greedy_lenient']:.3f}", flush=True)
+            rows.append(row)
+        if args.full:
+            full = {"method": args.full, **measure(found[args.full], tokenizer, bl.confirmation_env(setting),
+                                                   args.samples, setting)}
+            print(f"full: {args.full}: {full['problems']} problems in {full['seconds'] / 60:.1f} min", flush=True)
+    path = write_result("eval-methods", info, {
+        "model": "SmolLM2-135M-Instruct, untrained", "problems": "the first --problems confirmation problems "
+        "(bench_learnability.confirmation_env)", "threads": args.threads, "max_tokens": setting.eval_max_tokens,
+        "temperature": setting.temperature, "rows": rows, "full": full})
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
