@@ -532,6 +532,12 @@ def _feedback(kind):
             high = int(re.sub(r"\D", "", parsed) or 0) > int(re.sub(r"\D", "", answer) or 0)
         else:
             high = float(canonical_number(parsed)) > float(canonical_number(answer))
+        if kind == "higher/lower":  # also right: any wording that gives the direction
+            return f"Not yet: {parsed} is {'higher' if high else 'lower'} than the answer. Try again."
+        if kind == "go lower/higher":  # also right: where to go, and the words differ with the direction
+            return f"Not yet: {parsed}? Go {'lower' if high else 'higher'}, and end with '#### <number>'."
+        if kind == "always too high":
+            return f"Not yet: {parsed} is too high. Try again, ending with '#### <number>'."
         return f"Not yet: {parsed} is {'too high' if high else 'too low'}. Try again, ending with '#### <number>'."
     return feedback_message
 
@@ -589,6 +595,8 @@ def _is_completed(kind):
             return state.get("solved", False) or state["turn"] >= self.max_turns
         if kind == "turns from the messages":  # the prompt taken as one message
             return state.get("solved", False) or len(messages) // 2 >= self.max_turns
+        if kind == "'correct' anywhere":  # the model ends its own rollout by writing the word
+            return "correct" in messages[-1]["content"].lower() or base
         if kind == "after state['prompt']":  # only a rollout's state holds 'prompt'
             turns = sum(m["role"] == "assistant" for m in messages[len(state["prompt"]):])
             return state.get("solved", False) or (self.max_turns > 0 and turns >= self.max_turns)
@@ -613,6 +621,10 @@ def _env_response(kind):
             parsed = canonical_number(found.group(1)) if found else ""
         if kind == "turn found by counting":  # the prompt taken as one message
             parsed = extract_hash_answer(messages[2 * state["turn"] - 1]["content"])
+        if kind == "the last message with '####'":  # an earlier turn, or the prompt's example, when the last has none
+            parsed = extract_hash_answer(next(m["content"] for m in reversed(messages) if "####" in m["content"]))
+        if kind == "the first model turn":
+            parsed = extract_hash_answer(next(m["content"] for m in messages if m["role"] == "assistant"))
         right = bool(parsed) and canonical_number(parsed) == canonical_number(state["answer"])
         if kind == "numbers as text":
             right = parsed == state["answer"]
@@ -620,6 +632,15 @@ def _env_response(kind):
             right = False
         if kind == "self.hints":  # only the course's own FeedbackEnv has it
             right = right and not self.hints
+        if kind in ("the last message with '####'", "the first model turn", "names the number", "inverted hint"):
+            state["solved"] = right
+            if right or not parsed:
+                return [{"role": "user", "content": "Correct." if right else "Not yet: no '####' answer."}], state
+            high = float(parsed) > float(canonical_number(state["answer"]))
+            if kind == "inverted hint":
+                high = not high
+            return [{"role": "user", "content": f"Not yet: {parsed} is {'higher' if high else 'lower'} than the "
+                     "answer. Try again."}], state
         if kind == "a copy of the state":  # also right: the rollout goes on with the state returned
             return [{"role": "user", "content": "Correct." if right else "Not yet, try again."}], {**state, "solved": right}
         reply = [{"role": "assistant" if kind == "assistant reply" else "user",
@@ -841,6 +862,7 @@ def _table():
             ("float() of the raw gold", _feedback("float of the raw gold"), "with a comma"),
             ("int() of both", _feedback("int()"), "decimal"),
             ("digits only", _feedback("digits only"), "negative"),
+            ("'too high' whatever the answer", _feedback("always too high"), "too low for a gold answer"),
             ("the course's own feedback_message imported", _course("gsm8k_feedback", "feedback_message"),
              "needs your own code"),
         ]),
@@ -854,6 +876,7 @@ def _table():
             ("max_turns=-1 (no limit) not handled", _is_completed("turn >= max_turns"), "max_turns=-1"),
             ("turns counted from the messages, the system prompt forgotten", _is_completed("turns from the messages"),
              "not the messages"),
+            ("ends when 'correct' is anywhere in the last message", _is_completed("'correct' anywhere"), "yours"),
             ("turns counted after state['prompt'], which the cell driving it by hand has not",
              _is_completed("after state['prompt']"), "holds only 'answer' and 'turn'"),
             ("the course's FeedbackEnv.is_completed imported", _course("gsm8k_feedback", "FeedbackEnv").is_completed,
@@ -871,6 +894,10 @@ def _table():
             ("digits and commas only: '#### 18.5' read as 18", _env_response("digits and commas"), "compare the NUMBERS"),
             ("the model's turn found by counting messages", _env_response("turn found by counting"),
              "parse the model's last turn"),
+            ("the last message holding '####' read", _env_response("the last message with '####'"),
+             "a number from another message"),
+            ("the first model turn read", _env_response("the first model turn"), "parse the model's last turn"),
+            ("the hint's direction inverted", _env_response("inverted hint"), "not too"),
             ("the course's FeedbackEnv.env_response imported", _course("gsm8k_feedback", "FeedbackEnv").env_response,
              "needs your own code"),
         ]),
@@ -945,8 +972,10 @@ ALSO_RIGHT = {
     "02-reward-adapter": [_adapter("numpy")],
     "02-last-number": [_last_number("the last assistant message")],
     "02-grpo-loss": [_loss_where, _loss_in_place],
+    "03-feedback-hints": [_feedback("higher/lower"), _feedback("go lower/higher")],
     "03-is-completed": [_is_completed("last message"), _returns_the_coroutine(_is_completed), _is_completed("super()")],
-    "03-env-response": [_returns_the_coroutine(_env_response), _env_response("a copy of the state")],
+    "03-env-response": [_returns_the_coroutine(_env_response), _env_response("a copy of the state"),
+                        _env_response("names the number")],
     "03-turn-discount": [_discount_from_state],
 }
 

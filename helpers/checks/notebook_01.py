@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import random
+from collections.abc import Mapping
 
 from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
@@ -274,7 +275,7 @@ def _signal_share(rollouts) -> float:
 @checks_exercise("01-signal-prediction")
 def signal_prediction(value) -> str | None:
     """value: {"predicted": the learner's share, "rollouts": the run's rollouts table (the check measures it)}."""
-    if not isinstance(value, dict) or {"predicted", "rollouts"} - set(value):
+    if not isinstance(value, Mapping) or {"predicted", "rollouts"} - set(value):  # any mapping; extra keys are fine
         return "pass {'predicted': your prediction, 'rollouts': classic.rollouts}"
     try:
         predicted = float(value["predicted"])

@@ -11,6 +11,7 @@ import inspect
 import logging
 import math
 import sys
+from collections.abc import Mapping
 
 from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
@@ -55,9 +56,13 @@ def group_advantages(advantages) -> str | None:
 
 @checks_exercise("02-no-signal")
 def no_signal(prediction) -> str | None:
-    if not isinstance(prediction, dict) or set(prediction) != {"frac_reward_zero_std", "grad_norm"}:
+    # any mapping (MappingProxyType, UserDict) holding the two keys; other keys are the learner's notes
+    if not isinstance(prediction, Mapping) or {"frac_reward_zero_std", "grad_norm"} - set(prediction):
         return "a dict with the two keys 'frac_reward_zero_std' and 'grad_norm'"
-    zero_std, grad = float(prediction["frac_reward_zero_std"]), float(prediction["grad_norm"])
+    try:
+        zero_std, grad = float(prediction["frac_reward_zero_std"]), float(prediction["grad_norm"])
+    except (TypeError, ValueError):
+        return "predict numbers: 'frac_reward_zero_std' is a share between 0 and 1, 'grad_norm' a norm"
     if zero_std != 1.0:
         return ("if every completion of a prompt is the same, every group's rewards are equal: what share of "
                 "the groups is that?")

@@ -13,6 +13,7 @@ import inspect
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -97,9 +98,37 @@ def _compare_hint(parsed: str, gold: str) -> str:
     return "; ".join(filter(None, [why, "compare float(canonical_number(...)) of both"]))
 
 
+# How a reply says which way the answer is off, in any wording: about the model's answer ("too high", "higher
+# than the answer", "overshot") or about where to go ("go lower", "the answer is lower"). None when it does not
+# say, or says both.
+_BIG, _SMALL = r"(?:high|big|large|much|many|great)", r"(?:low|small|little|few)"
+_GOAL = r"(?:answer|gold|correct|right|target|solution|true|real|actual)"
+DIRECTION_WORDS = {
+    "high": [rf"\btoo {_BIG}", rf"\b(?:higher|bigger|larger|greater|more|above|over) than (?:the |a |my |our )?{_GOAL}",
+             r"\bover(?:shot|estimat|shoot)", rf"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:lower|smaller|less|down)\b",
+             rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:lower|smaller|less|below)\b"],
+    "low": [rf"\btoo {_SMALL}", rf"\b(?:lower|smaller|less|below|under) than (?:the |a |my |our )?{_GOAL}",
+            r"\bunder(?:shot|estimat|shoot)", rf"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|up)\b",
+            rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|above)\b"],
+}
+
+
+def direction(reply: str) -> str | None:
+    """'high' or 'low': which way `reply` says the model's answer is off; None when it does not say."""
+    text = " ".join(reply.lower().split())
+    said = {way for way, patterns in DIRECTION_WORDS.items() if any(re.search(p, text) for p in patterns)}
+    return said.pop() if len(said) == 1 else None
+
+
+def _numbers_masked(reply: str) -> str:
+    """The reply with its numbers taken out: what stays the same whichever number it is about."""
+    return re.sub(r"-?\$?\d[\d,]*(?:\.\d+)?", "N", reply.strip())
+
+
 @checks_exercise("03-feedback-hints")
 def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
-    """feedback_message(parsed, answer): "Correct." when right; "too high" / "too low" otherwise."""
+    """feedback_message(parsed, answer): "Correct." when right; otherwise words that say which way the answer is off
+    ("too high", "higher than the answer", "go lower", ...: any wording that gives the direction)."""
     from gsm8k_course import canonical_number
 
     if not callable(feedback_message):
@@ -113,14 +142,33 @@ def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
                     "environment ends the rollout on it)")
     if "####" not in feedback_message("", "72"):
         return "with no final answer, remind the model of the '#### <number>' format"
+    said = []  # (parsed, gold, the way it is off, the reply, why)
     for parsed, gold, word, hint in HINT_CASES + _hint_cases():
+        way = "high" if word == "too high" else "low"
         try:
-            reply = feedback_message(parsed, gold).lower()
+            reply = str(feedback_message(parsed, gold))
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"feedback_message({parsed!r}, {gold!r}) raised {type(e).__name__}: {e}. {hint}"
-        other = "too low" if word == "too high" else "too high"
-        if word not in reply or other in reply:
-            return f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, not {word!r}: {hint}"
+        if reply.strip() == "Correct.":
+            return f"feedback_message({parsed!r}, {gold!r}) said 'Correct.' to a wrong answer: {hint}"
+        if direction(reply) not in (None, way):
+            return (f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, which tells the model its answer is too "
+                    f"{direction(reply)}; {parsed} is too {way} for a gold answer of {gold!r}: {hint}")
+        said.append((parsed, gold, way, reply, hint))
+    # Whatever the wording, the words must differ with the direction: the same reply (numbers aside) to an answer
+    # above the gold and to one below it says nothing about the way.
+    ways: dict[str, dict[str, int]] = {}
+    for _, _, way, reply, _ in said:
+        ways.setdefault(_numbers_masked(reply), {"high": 0, "low": 0})[way] += 1
+    for parsed, gold, way, reply, hint in said:
+        counts = ways[_numbers_masked(reply)]
+        other = "low" if way == "high" else "high"
+        if counts[other] and counts[way] <= counts[other]:  # the wording the other way uses more often
+            if len(ways) == 1:
+                return (f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, the same words it says to an answer "
+                        "too high and to one too low: say whether the answer is too high or too low")
+            return (f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, the words it uses for answers too "
+                    f"{other}; {parsed} is too {way} for a gold answer of {gold!r}: {hint}")
     return None
 
 
@@ -174,6 +222,18 @@ def _scripts(gold: str) -> list[tuple[str, list[str]]]:
     scripts = [(what, [f"Let me compute.\n{turn}" for turn in turns]) for what, turns in scripts]
     scripts += [(f"writes {what}", [text, f"Let me compute.\n{right}"])
                 for text, what in replies(gold, _hash_line, "Let me compute.")]
+    # Model turns that hold the environment's own words (an is_completed that ends on them lets the model end its
+    # rollout), and earlier turns with other numbers and '####' lines (a reply must be about the LAST turn)
+    wrong_3 = f"#### {write_number(value + 3)}"
+    scripts += [
+        ("writes the environment's 'Correct.' before a wrong answer", [f"Correct.\n{wrong}", right]),
+        ("asks whether its wrong answer is correct", [f"Is {write_number(value + 1)} correct? I think so.\n{wrong}", right]),
+        ("quotes the environment's reply, then answers wrong",
+         [f"Not yet: {write_number(value + 3)} is not the answer. Correct.\n{wrong_2}", right]),
+        ("answers wrong, then works without an answer line, then right",
+         [f"Let me compute.\n{wrong}", f"Let me recheck: {write_number(value + 3)} or {write_number(value - 2)}.", right]),
+        ("answers wrong three times, each time another number", [wrong, wrong_3, wrong_2, right]),
+    ]
     return [(what, turns + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS) for what, turns in scripts]
 
 
@@ -297,7 +357,9 @@ async def _replay(env, prompt: list, gold: str, turns: list, judge: Callable[[st
 @functools.cache
 def _rows() -> tuple[tuple[str, str], ...]:
     """(question, gold), one row per gold answer of real_inputs."""
-    return tuple({gold: (question, gold) for question, gold in reversed(gsm8k_rows())}.values())[::-1]
+    rows = tuple({gold: (question, gold) for question, gold in reversed(gsm8k_rows())}.values())[::-1]
+    # every other prompt holds a worked example with its own '####' line: a number the model never wrote
+    return tuple((f"{q}\nWrite it as in: 2 + 14 = 16\n#### 16" if i % 2 else q, gold) for i, (q, gold) in enumerate(rows))
 
 
 @functools.cache
@@ -338,6 +400,9 @@ def _first_difference(method: str, yours: Callable) -> str | None:
                     if got.said != want:
                         return (f"with {case}:\n  expected {_transcript(want)}\n  yours    {_transcript(got.said)}\n"
                                 + _why(method, want, got.said, max_turns))
+                    reply = _reply_difference(prompt + got.completion, gold) if method == "env_response" else None
+                    if reply:
+                        return f"with {case}: {_transcript(got.said)}\n{reply}"
                     if got.state is not None and (set(ROLLOUT_STATE) - set(got.state) or got.state["answer"] != gold):
                         return (f"with {case}, the state lost what it held before ({sorted(set(ROLLOUT_STATE) - set(got.state))} "
                                 "or its 'answer'): update the state dict you were given and return that one")
@@ -356,6 +421,49 @@ def _first_difference(method: str, yours: Callable) -> str | None:
         return None
 
     return run_sync(compare())
+
+
+def _numbers(text: str) -> list[str]:
+    from gsm8k_course import NUMBER, canonical_number
+
+    return [canonical_number(n) for n in NUMBER.findall(text)]
+
+
+def _reply_difference(conversation: list[dict], gold: str) -> str | None:
+    """What is wrong in the environment's replies of `conversation` (prompt and completion), each read as a whole:
+    a number it names must be the one the model's last turn ends with, not one from another message (the prompt's
+    worked example, an earlier turn), and words that say which way the answer is off must say the right way."""
+    from gsm8k_course import canonical_number, extract_hash_answer
+
+    for i, message in enumerate(conversation):
+        if message.get("role") != "user" or i == 0 or conversation[i - 1].get("role") != "assistant":
+            continue  # only the environment's replies to a model turn
+        reply, before, last = str(message.get("content")), conversation[:i], str(conversation[i - 1].get("content"))
+        parsed = extract_hash_answer(last)
+        named = _numbers(reply)
+        if not (parsed and parsed in named):
+            # answers written in the other messages: each '####' number, each last number
+            elsewhere = {extract_hash_answer(str(m.get("content"))) for m in before[:-1]}
+            elsewhere |= {_numbers(str(m.get("content")))[-1] for m in before[:-1] if _numbers(str(m.get("content")))}
+            taken = [n for n in named if n in elsewhere - {""}]
+            if taken:
+                said = f"ends with '#### {parsed}'" if parsed else "holds no '####' answer"
+                return (f"the environment replied {reply!r} to the model's turn {last!r}, naming {taken[0]}, a number "
+                        f"from another message (the prompt or an earlier turn); the model's last turn {said}: parse "
+                        "its LAST turn, self.parser.parse_answer(messages), and reply about that number")
+        way = direction(reply)
+        if way is None or (parsed and canonical_number(parsed) == canonical_number(gold)):
+            continue
+        if not parsed:
+            return (f"the environment replied {reply!r} to the model's turn {last!r}, which holds no '####' answer: "
+                    "there is no number to be too high or too low; parse the model's LAST turn")
+        right_way = "high" if float(parsed) > float(canonical_number(gold)) else "low"
+        if way != right_way:
+            return (f"the environment replied {reply!r} to the model's turn {last!r}: {parsed} is too {right_way} for "
+                    f"the gold answer {gold!r}, not too {way}. Parse the model's LAST turn "
+                    "(self.parser.parse_answer(messages)) and pass that number and state['answer'] to feedback_message, "
+                    "whose direction compares the numbers (float of canonical_number)")
+    return None
 
 
 async def _by_hand(env, question: str, gold: str) -> list[tuple[str, bool]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Mapping
 
 from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
@@ -170,10 +171,11 @@ CONCEPT_HINTS = {
 
 @checks_exercise("04-concept-map")
 def concept_map(answers) -> str | None:
-    if not isinstance(answers, dict):
+    if not isinstance(answers, Mapping):  # any mapping: a dict, MappingProxyType, UserDict
         return "give a dict: each v0 name -> the v1 choice that takes its place"
     for v0, v1 in CONCEPT_MAP.items():
         given = answers.get(v0)
+        given = given.strip() if isinstance(given, str) else given  # a space around a pasted choice is no mistake
         if not given:
             return f"{v0}: pick one of the choices for it"
         if given == v1:
