@@ -9,9 +9,11 @@ import contextlib
 import contextvars
 import ctypes
 import gc
+import os
 import sys
 import threading
 import time
+import warnings
 
 import openai
 
@@ -21,9 +23,17 @@ from helpers.local.llama_server import drop_abandoned_requests
 STOP_WAIT_S = 10.0  # after an interrupt or the time limit, how long the caller waits for the worker to end
 CANCEL_GRACE_S = 2.0  # how long cancelled asyncio tasks may take to end before the thread is interrupted
 REINTERRUPT_S = 0.5  # code may catch one KeyboardInterrupt (a bare except): it gets another this often
-STILL_RUNNING = ("it is still running in a background thread ('helpers-worker'): it is blocked outside Python (a "
-                 "sleep, a C extension, a network wait) or ignores KeyboardInterrupt, and ends only when it returns. "
-                 "To stop it now, restart the kernel (Kernel > Restart Kernel); your variables are lost then.")
+STILL_RUNNING = ("it is still running in a background thread (the worker, or a thread it started with "
+                 "asyncio.to_thread or run_in_executor): it is blocked outside Python (a sleep, a C extension, a "
+                 "network wait) or ignores KeyboardInterrupt, and ends only when it returns. To stop it now, restart "
+                 "the kernel (Kernel > Restart Kernel); your variables are lost then.")
+# A loop inside one C call (sum(itertools.repeat(0)), a regular expression that backtracks without end) holds
+# Python's lock for good: no other thread of the kernel runs, so neither a time limit nor the interrupt button can
+# end it or say anything. For the checker to say before it runs learner code.
+FROZEN = ("If a check never ends (the cell stays busy, the interrupt button does nothing), your code is in a loop "
+          "inside one C call (e.g. sum(itertools.repeat(0)), or a regular expression that backtracks without end), "
+          "which no time limit can stop: restart the kernel (Kernel > Restart Kernel).")
+_POOL_FILE = os.path.join("concurrent", "futures", "thread.py")
 
 
 class WorkerTimeout(TimeoutError):
@@ -55,6 +65,9 @@ class _Worker(threading.Thread):
         self.done = threading.Event()  # waited on instead of join(): an interrupted join can leave it unusable
         self.stopping = False  # set by stop(): a KeyboardInterrupt from the thread is then ours
         self.children: list[_Worker] = []  # workers its code started (a check's run_sync)
+        # the default executors of the event loops its code ran: asyncio.to_thread's threads. Closing a loop
+        # leaves a busy one running (at ~97% of a core, after the check said "stopped"), so they are counted too.
+        self.executors: list = []
         # KeyboardInterrupt may be raised in the thread only while the code runs: never in threading's start-up
         # or the clean-up after it, nor while this worker stops a child of its own (that must not be cut short).
         self._interruptible = False
@@ -94,6 +107,8 @@ class _Worker(threading.Thread):
                 loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
             loop.run_until_complete(loop.shutdown_asyncgens())
             asyncio.set_event_loop(None)
+            self._adopt(loop)
+            self._stop_executors(time.monotonic() + CANCEL_GRACE_S)  # what it left in to_thread ends with it
             loop.close()
 
     def _set_interruptible(self, value: bool) -> None:
@@ -124,9 +139,30 @@ class _Worker(threading.Thread):
             frame = frame.f_back
         return loops
 
+    def _adopt(self, loop: asyncio.AbstractEventLoop) -> None:
+        executor = getattr(loop, "_default_executor", None)  # made on the first to_thread/run_in_executor
+        if executor is not None and executor not in self.executors:
+            self.executors.append(executor)
+
+    def threads_left(self) -> list[threading.Thread]:
+        """The threads its event loops' executors still run (a call in asyncio.to_thread, or not yet exited)."""
+        return [t for executor in self.executors for t in list(getattr(executor, "_threads", ())) if t.is_alive()]
+
+    def _stop_executors(self, deadline: float) -> None:
+        """Shut the executors down (idle threads exit) and interrupt each thread that runs a call, until every
+        one has ended or `deadline` passes; a call blocked outside Python is left (threads_left names it)."""
+        for executor in self.executors:
+            executor.shutdown(wait=False, cancel_futures=True)
+        while (left := self.threads_left()) and time.monotonic() < deadline:
+            for thread in left:
+                if _in_pool_call(thread):  # never an idle one: it would log "Exception in worker"
+                    _raise_in(thread.ident)
+            time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+
     def running(self) -> bool:
-        """This thread, or a worker it started, has not ended."""
-        return not self.done.is_set() or any(child.running() for child in self.children)
+        """This thread, a worker it started or a thread of its event loops' executors has not ended."""
+        return (not self.done.is_set() or bool(self.threads_left())
+                or any(child.running() for child in self.children))
 
     def stop(self) -> bool:
         """End the call and return True once it (and every worker it started) has ended, False if it still
@@ -141,6 +177,7 @@ class _Worker(threading.Thread):
         deadline = time.monotonic() + STOP_WAIT_S
         loops = self._running_loops() if self.ident is not None else []
         for loop in loops:
+            self._adopt(loop)  # verifiers' own loop (asyncio.run) too: its executor threads are this call's
             with contextlib.suppress(RuntimeError):  # the loop closed in between: the thread is ending anyway
                 loop.call_soon_threadsafe(_cancel_all, loop)
         if loops:
@@ -150,7 +187,23 @@ class _Worker(threading.Thread):
             self.done.wait(min(REINTERRUPT_S, max(deadline - time.monotonic(), 0)))
         for child in self.children:  # each is stopped by the code that started it (its own _wait)
             child.done.wait(max(deadline - time.monotonic(), 0))
+        self._stop_executors(deadline)
         return not self.running()
+
+
+def _in_pool_call(thread: threading.Thread) -> bool:
+    """The executor thread runs a call (concurrent.futures' _WorkItem.run is on its stack), not waiting for one."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "run" and frame.f_code.co_filename.endswith(_POOL_FILE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _raise_in(ident: int | None) -> None:
+    if ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(KeyboardInterrupt))
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
@@ -186,6 +239,9 @@ def _wait(worker: _Worker, timeout_s: float | None):
             pressed.add_note(f"The {server.label} on port {server.port} was still writing the interrupted "
                              "call's replies: restarted, so that the next cell's requests do not wait behind them.")
         raise
+    if left := worker.threads_left():  # it returned, and left a call in a thread that would not stop
+        warnings.warn(f"{len(left)} thread(s) the code started ({', '.join(t.name for t in left)}) still run: "
+                      f"{STILL_RUNNING}", RuntimeWarning, stacklevel=3)
     if worker.error is not None:
         if isinstance(worker.error, openai.APIConnectionError):
             raise connection_lost(worker.error) from worker.error
