@@ -5,11 +5,14 @@ The child is `llama_child.py`; this module is the parent's handle on it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
+import time
 import urllib.request
 import weakref
 from dataclasses import dataclass, field
@@ -166,11 +169,37 @@ class LocalModelServer(ChildServer):
             return 0
 
     def restart(self) -> None:
-        """Stop and start again on the same port with the same key: clients made before keep working."""
+        """Stop and start again on the same port with the same key: clients made before keep working.
+
+        Finished whatever is pressed: a second interrupt press 0.3-0.5 s after the first (the one that led here,
+        drop_abandoned_requests) cut the start short and left the server stopped without a word, so the next
+        evaluation failed. Presses during it wait, and are raised (with a note) once the server is up again."""
         key, port = self.api_key, self.port
-        self.stop()
-        self.key, self.port = key, port
-        self.start()
+        with _presses_deferred() as presses:
+            self.stop()
+            self.key, self.port = key, port
+            self.start()
+        if presses:
+            pressed = KeyboardInterrupt()
+            pressed.add_note(f"The {self.label} on port {self.port} was restarting when you pressed interrupt: the "
+                             "restart was finished first, so the server is running.")
+            raise pressed
+
+
+@contextlib.contextmanager
+def _presses_deferred():
+    """Interrupt presses (SIGINT) inside the block are counted in the yielded list instead of raised. Only the
+    main thread receives them (and only it may set a handler): elsewhere the block runs as it is."""
+    presses: list[float] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: presses.append(time.monotonic()))
+    except ValueError:  # not the main thread
+        yield presses
+        return
+    try:
+        yield presses
+    finally:  # None: a handler not set from Python; the default one raises KeyboardInterrupt as before
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 _shared_server: LocalModelServer | None = None
@@ -185,7 +214,8 @@ def drop_abandoned_requests() -> list[LocalModelServer]:
     restarted = []
     for server in list(_started.values()):
         if server.is_running() and server.busy_slots():
-            server.restart()
+            with contextlib.suppress(KeyboardInterrupt):  # a press during it: the caller is ending on one already
+                server.restart()
             restarted.append(server)
     return restarted
 
