@@ -241,6 +241,10 @@ def _boxed(kind):
             except ValueError:
                 return 0.0
             return float("\\boxed{" in reply and inside == int(float(canonical_number(answer))))
+        if kind == "the whole conversation":  # the last box of any message: an earlier turn's when the last has none
+            text = "\n".join(m["content"] for m in completion)
+            inside = canonical_number(extract_boxed_answer(text))
+            return float("\\boxed{" in text and bool(inside) and inside == canonical_number(answer))
         if kind == "the first message":
             first = completion[0]["content"]
             inside = canonical_number(extract_boxed_answer(first))
@@ -325,6 +329,10 @@ def _right_line(kind):
             return float(last_number(text) == canonical_number(answer) and last_number(text) != "")
         if kind == "lines":
             return float(sum("####" in line for line in lines) == 1 and right)
+        if kind == "only the number on the line":  # '#### 26 dollars' refused
+            line = next((line for line in text.splitlines() if "####" in line), "")
+            found = re.search(r"####\s*(\S+)\s*$", line)
+            return float(one and bool(found) and canonical_number(found.group(1)) == canonical_number(answer))
         if kind == "raw text":
             return float(one and said == answer)
         if kind == "digits only":
@@ -436,15 +444,10 @@ def _loss_wrapper(rewards, logps, old_logps, mask, num_generations, epsilon=0.2)
 
 
 def _loss_peeking(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
-    """Looks up the stack for what the check expects."""
+    """Borrows the reference from the module of the code that calls it (the check's)."""
     import sys
 
-    import torch
-
-    frame = sys._getframe(1)
-    while frame is not None and "expected" not in frame.f_locals:
-        frame = frame.f_back
-    return torch.tensor(frame.f_locals["expected"] if frame else 0.0)
+    return sys._getframe(1).f_globals["_loss_reference"](rewards, logps, old_logps, mask, num_generations, epsilon)
 
 
 def torch_zero():
@@ -616,6 +619,9 @@ def _env_response(kind):
         if kind == "the first '####'":
             found = re.search(r"####\s*(\S+)", messages[-1]["content"])
             parsed = canonical_number(found.group(1)) if found else ""
+        if kind == "the last '####' with a number":  # '#### 18\n####' read as 18
+            found = re.findall(r"####\s*\$?(-?[\d,.]*\d)", messages[-1]["content"])
+            parsed = canonical_number(found[-1]) if found else ""
         if kind == "digits and commas":  # '#### 18.5' read as 18
             found = re.search(r"####\s*(-?[\d,]+)", messages[-1]["content"])
             parsed = canonical_number(found.group(1)) if found else ""
@@ -777,6 +783,7 @@ def _table():
             ("digits on both sides: a boxed 10 for a gold of -10", _boxed("digits on both sides"), "the sign changed"),
             ("int() of the numbers: 18.5 taken for 18", _boxed("int() of the numbers"), "other decimals"),
             ("the first message of several read", _boxed("the first message"), "LAST turn"),
+            ("the last box of the whole conversation", _boxed("the whole conversation"), "EARLIER turn"),
             ("the course's own reference imported", _course("helpers.checks.notebook_01", "_boxed_reference"),
              "needs your own code"),
         ]),
@@ -827,6 +834,7 @@ def _table():
             ("the '####' answer right, markers not counted", _right_line("right anywhere"), "only ONE '####'"),
             ("the last number, '####' or not", _right_line("last number"), "no '####' line earns 0"),
             ("'####' lines counted, not markers", _right_line("lines"), "count the '####' markers"),
+            ("the answer line must end with the number", _right_line("only the number on the line"), "followed by a unit"),
             ("the raw text compared", _right_line("raw text"), "canonical_number makes it a plain number"),
             ("a digits-only pattern", _right_line("digits only"), "after a dollar sign"),
             ("int() of the numbers", _right_line("int()"), "other decimals"),
@@ -897,6 +905,7 @@ def _table():
             ("the last message holding '####' read", _env_response("the last message with '####'"),
              "a number from another message"),
             ("the first model turn read", _env_response("the first model turn"), "parse the model's last turn"),
+            ("the last '####' that has a number", _env_response("the last '####' with a number"), "its LAST '####'"),
             ("the hint's direction inverted", _env_response("inverted hint"), "not too"),
             ("the course's FeedbackEnv.env_response imported", _course("gsm8k_feedback", "FeedbackEnv").env_response,
              "needs your own code"),

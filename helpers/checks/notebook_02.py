@@ -284,7 +284,8 @@ def _line_replies() -> list[tuple[list[dict], str, str]]:
                  (f"{question[:80]}", "no answer line"),
                  (f"So the answer is {gold}\n####", "a '####' with no number after it")]
         cases += [([{"role": "assistant", "content": text}], gold, what) for text, what in texts]
-        cases += [(completion, gold, what) for completion, what in completions(gold, _hash_line, f"{question[:60]} ...")]
+        cases += [(completion, gold, what)
+                  for completion, what in completions(gold, _hash_line, f"{question[:60]} ...", earlier_turns=False)]
     return cases
 
 
@@ -388,7 +389,8 @@ def _last_number_replies() -> list[tuple[list[dict], str, str]]:
         ]
         cases += [([{"role": "assistant", "content": text}], gold, what) for text, what in texts]
         for mark in (_said, _hash_line):
-            cases += [(completion, gold, what) for completion, what in completions(gold, mark, f"{question[:60]} ...")]
+            cases += [(completion, gold, what)
+                      for completion, what in completions(gold, mark, f"{question[:60]} ...", earlier_turns=False)]
     return cases
 
 

@@ -125,7 +125,8 @@ def replies(gold: str, mark, work: str) -> list[tuple[str, str]]:
     """(reply, what it is) for one gold answer, the answer marked by `mark` (e.g. lambda n: f"#### {n}"), after
     `work` (a start of working, with the question's own numbers): the gold written every way a reply writes it,
     each near miss, the answer line followed by one or two lines of text, two answer lines with different
-    numbers (either one last), no answer at all."""
+    numbers (either one last), the marker followed by words ('#### seventy-two') and by a unit ('#### 26 dollars'),
+    two markers the last of which holds no number, no answer at all."""
     wrong = write_number(float(gold.replace(",", "")) + 1)
     cases = [(f"{work}\n{mark(number)}", f"the right answer, written {how}") for number, how in written_forms(gold)]
     cases += [(f"{work}\n{mark(number)}", f"a wrong answer, {number} for {gold}: {why}")
@@ -136,6 +137,9 @@ def replies(gold: str, mark, work: str) -> list[tuple[str, str]]:
          "the right answer line, then two lines of text"),
         (f"{mark(wrong)}\n{mark(gold)}", "two answer lines with different numbers, the right one last"),
         (f"{mark(gold)}\n{mark(wrong)}", "two answer lines with different numbers, the right one first"),
+        (f"{work}\n{mark('seventy-two')}", "the answer marker followed by words, no number"),
+        (f"{work}\n{mark(gold)} dollars", "the right answer followed by a unit"),
+        (f"{work}\n{mark(gold)}\n{mark('')}", "two answer markers, the last without a number: the last one counts"),
         (work, "no answer at all"),
     ]
     return cases
@@ -148,13 +152,27 @@ def multi_message(reply: str) -> list[dict]:
             {"role": "user", "content": "Go on."}, {"role": "assistant", "content": reply}]
 
 
-def completions(gold: str, mark, work: str) -> list[tuple[list[dict], str]]:
-    """(completion, what it is): each of `replies` as a one-message completion, and the right answer, a near miss
-    and no answer as the last turn of a multi-message completion."""
+def earlier_answer(gold: str, mark, work: str, reply: str) -> list[dict]:
+    """A completion whose EARLIER model turn holds the right answer (marked) and whose last turn is `reply`, with the
+    environment's reply between them quoting the answer format ('#### <number>') and a number."""
+    return [{"role": "assistant", "content": f"{work}\n{mark(gold)}"},
+            {"role": "user", "content": "Not yet: check step 2 and end with '#### <number>'."},
+            {"role": "assistant", "content": reply}]
+
+
+def completions(gold: str, mark, work: str, earlier_turns: bool = True) -> list[tuple[list[dict], str]]:
+    """(completion, what it is): each of `replies` as a one-message completion; the right answer, a near miss and no
+    answer as the last turn of a multi-message completion; and (`earlier_turns`) a near miss or no answer last after
+    an EARLIER turn that held the right answer (a reward that reads another message than the last turn takes it).
+    Notebook 02 trains on one-message completions, and its references read all the model's words as one text: its
+    checks leave the earlier turns out."""
     cases = [([{"role": "assistant", "content": text}], what) for text, what in replies(gold, mark, work)]
     several = [f"{work}\n{mark(gold)}", f"{work}\n{mark(near_misses(gold)[0][0])}", work]
-    return cases + [(multi_message(text), "several messages: the model's LAST turn holds its answer")
-                    for text in several]
+    cases += [(multi_message(text), "several messages: the model's LAST turn holds its answer") for text in several]
+    if earlier_turns:
+        cases += [(earlier_answer(gold, mark, work, text), "several messages: an EARLIER turn held the right answer, "
+                   "the model's LAST turn is what counts") for text in several[1:]]
+    return cases
 
 
 def gold_hint(gold: str) -> str:
