@@ -124,3 +124,30 @@ def test_long_values_fold_and_secrets_never_show(monkeypatch):
     shown = outside_raw_json(details_html(checker))
     assert "6 messages</summary>" in shown
     assert shown.count("x" * 161) == 0  # the long state is shown by its start, the rest folded
+
+
+def test_deeply_nested_tool_arguments_are_cut_with_a_note_not_a_recursion_error():
+    """Tool arguments nested thousands of levels deep (a model can write them; ToolEnv keeps them in the rollout)
+    broke notebook 03's trace widget and its HTML export with a RecursionError. They are cut at MAX_DEPTH levels,
+    and the view says so."""
+    from helpers.local.trace_viewer import MAX_DEPTH, page_html, tree_widget
+
+    said = f"nested deeper than {MAX_DEPTH} levels: cut here"
+
+    deep: dict = {}
+    inner = deep
+    for _ in range(5000):  # built without recursion
+        inner["a"] = {}
+        inner = inner["a"]
+    arguments = '{"x": ' * 5000 + "1" + "}" * 5000  # as the model wrote it: json.loads alone recurses too deep
+    tool_call = {**TOOL_CALL, "function": {**TOOL_CALL["function"], "arguments": arguments}}
+    completion = [{"role": "assistant", "content": "", "tool_calls": [tool_call]},
+                  {"role": "tool", "content": "9", "tool_call_id": "c1"}]
+    rollout = TraceNode(call("verifiers.envs.multiturn_env.MultiTurnEnv.rollout",
+                             {"prompt": [SYSTEM, QUESTION], "answer": "18"}, [completion, {"turn": 1}]))
+    tool = TraceNode(call("calculate", {"expression": deep}, {"role": "tool", "content": "9"}))
+    rollout.children.append(tool)
+    for node in (rollout, tool):
+        assert said in html.unescape(details_html(node))
+    assert said in html.unescape(page_html(rollout))
+    tree_widget(rollout)  # builds every call's view

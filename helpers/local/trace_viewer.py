@@ -17,6 +17,22 @@ from typing import Any
 from helpers.local.scrubbing import scrub
 
 MAX_SHOWN_CHARS = 4000  # per inputs/outputs block, so a long trace stays readable
+# Levels of nesting shown; deeper is cut with a note. Tool arguments nested a thousand deep (kept in the rollouts)
+# broke the widget and the HTML export with a RecursionError: clean, scrub and json.dumps all recurse.
+MAX_DEPTH = 40
+CUT = f"… (nested deeper than {MAX_DEPTH} levels: cut here)"
+
+
+def bounded(value: Any, depth: int = MAX_DEPTH) -> Any:
+    """A copy of a JSON-like value with every dict or list deeper than `depth` levels replaced by CUT (its own
+    recursion stops there, so any depth is safe)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    if depth <= 0:
+        return CUT
+    if isinstance(value, dict):
+        return {k: bounded(v, depth - 1) for k, v in value.items()}
+    return [bounded(v, depth - 1) for v in value]
 
 
 # ---------------------------------------------------------------- reading one call
@@ -138,9 +154,11 @@ def _tool_call_text(call: Any) -> str:
     arguments = function.get("arguments", "")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = bounded(json.loads(arguments))
         except ValueError:
             return f"{function.get('name', '?')}({arguments})  [arguments are not JSON]"
+        except RecursionError:  # json.loads recurses once per level
+            return f"{function.get('name', '?')}({arguments[:PREVIEW_CHARS]}…)  [{CUT.removeprefix('… ')}]"
     if isinstance(arguments, dict):
         arguments = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
     return f"{function.get('name', '?')}({arguments})"
@@ -236,6 +254,9 @@ class TraceNode:
     call: dict
     children: list[TraceNode] = field(default_factory=list)
     score: dict | None = None  # a rollout's reward and metrics, from the rubric call that scored it
+
+    def __post_init__(self) -> None:  # every view of the call reads it bounded (see MAX_DEPTH)
+        self.call = {**self.call, **{k: bounded(self.call.get(k)) for k in ("inputs", "output", "summary")}}
 
     @property
     def title(self) -> str:
