@@ -128,6 +128,7 @@ def _recompiled(func):
 
 def test_wrappers_and_copies_of_the_reference_are_named(checks):
     from gsm8k_feedback import feedback_message
+
     from helpers.grpo import last_number_right
 
     copy_ = types.FunctionType(last_number_right.__code__, {"__name__": "__main__"}, "last_number_right")

@@ -105,10 +105,10 @@ _BIG, _SMALL = r"(?:high|big|large|much|many|great)", r"(?:low|small|little|few)
 _GOAL = r"(?:answer|gold|correct|right|target|solution|true|real|actual)"
 DIRECTION_WORDS = {
     "high": [rf"\btoo {_BIG}", rf"\b(?:higher|bigger|larger|greater|more|above|over) than (?:the |a |my |our )?{_GOAL}",
-             r"\bover(?:shot|estimat|shoot)", rf"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:lower|smaller|less|down)\b",
+             r"\bover(?:shot|estimat|shoot)", r"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:lower|smaller|less|down)\b",
              rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:lower|smaller|less|below)\b"],
     "low": [rf"\btoo {_SMALL}", rf"\b(?:lower|smaller|less|below|under) than (?:the |a |my |our )?{_GOAL}",
-            r"\bunder(?:shot|estimat|shoot)", rf"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|up)\b",
+            r"\bunder(?:shot|estimat|shoot)", r"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|up)\b",
             rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|above)\b"],
 }
 

@@ -69,9 +69,7 @@ def _unwrapped(value):
     for _ in range(20):  # a chain of wrappers is short; a loop of them must not hang the check
         if isinstance(value, functools.partial):
             value = value.func
-        elif inspect.ismethod(value):
-            value = value.__func__
-        elif isinstance(value, (staticmethod, classmethod)):
+        elif inspect.ismethod(value) or isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         elif (getattr(value, "__wrapped__", None) is not None and not _is_course(value)
               and (_is_library(value) or not isinstance(value, types.FunctionType))):

@@ -170,8 +170,8 @@ def completions(gold: str, mark, work: str, earlier_turns: bool = True) -> list[
     several = [f"{work}\n{mark(gold)}", f"{work}\n{mark(near_misses(gold)[0][0])}", work]
     cases += [(multi_message(text), "several messages: the model's LAST turn holds its answer") for text in several]
     if earlier_turns:
-        cases += [(earlier_answer(gold, mark, work, text), "several messages: an EARLIER turn held the right answer, "
-                   "the model's LAST turn is what counts") for text in several[1:]]
+        what = "several messages: an EARLIER turn held the right answer, the model's LAST turn is what counts"
+        cases += [(earlier_answer(gold, mark, work, text), what) for text in several[1:]]
     return cases
 
 
