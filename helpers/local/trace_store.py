@@ -11,6 +11,7 @@ the same records to any trace server, W&B's included (that is how local traces a
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import json
 import re
@@ -614,6 +615,30 @@ def sendable_records(store_path: str | Path) -> tuple[list[tuple[str, dict]], li
     return sendable, [why for _, why in sorted(left_out)]
 
 
+def _modes_file(store_path: str | Path) -> Path:
+    """Beside the store (the store itself is left as it is): the targets that demanded whole calls."""
+    path = Path(store_path)
+    return path.with_name(path.name + ".upload-modes.json")
+
+
+def _demanded_whole_calls(store_path: str | Path, target: str) -> bool:
+    try:
+        return json.loads(_modes_file(store_path).read_text()).get(target) == "calls_complete"
+    except (OSError, ValueError, AttributeError):  # none yet, or damaged: start as a first upload does
+        return False
+
+
+def _remember_whole_calls(store_path: str | Path, target: str) -> None:
+    path = _modes_file(store_path)
+    try:
+        modes = json.loads(path.read_text())
+        modes = modes if isinstance(modes, dict) else {}
+    except (OSError, ValueError):
+        modes = {}
+    with contextlib.suppress(OSError):  # a resume without it still works where the target refuses lone records
+        path.write_text(json.dumps({**modes, target: "calls_complete"}, indent=1))
+
+
 def replay(store_path: str | Path, server: Any, *, project_id: str | None = None, skip: int = 0,
            target: str = "the trace server",
            again: Callable[[int], str] = lambda skip: f"replay(..., skip={skip})") -> Replayed:
@@ -624,6 +649,9 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
     (CALLS_COMPLETE_MODE_REQUIRED); weave's own client then sends each finished call whole, and so does
     the replay from the refused record on (see `_plan`): a call that never ended cannot go
     (`Replayed.unfinished` names it). Records the reader skips are not sent (`Replayed.skipped`).
+    That the target demanded whole calls is remembered beside the store (`<store>.upload-modes.json`, by
+    project), and a later replay to it starts in that mode: a resume that began with single records sent the
+    lone end of a call whose start had not gone yet, and where a server took it, that call never arrived whole.
 
     `skip=n` leaves out what the first n records of the store's order sent (to finish an interrupted
     replay; a whole call counts at the later of its start and end). If sending fails part-way,
@@ -656,7 +684,8 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
         else:
             handlers[request.kind]({"type": request.kind, "req": req(request.carries[0])})
 
-    complete = False
+    remembered = project_id or target  # the key the mode is remembered by
+    complete = _demanded_whole_calls(store_path, remembered)
     plan = _plan(records, complete)
     todo = deque(request for request in plan if request.position >= skip)
     went_now: Counter[str] = Counter()
@@ -668,6 +697,7 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
             if not complete and request.kind in CALL_RECORDS and isinstance(e, Exception) and _wants_calls_complete(e):
                 # W&B refuses a project's first call record, so no call went alone: go on from here, whole.
                 complete, plan = True, _plan(records, True)
+                _remember_whole_calls(store_path, remembered)
                 todo = deque(later for later in plan if later.position >= request.position)
                 continue
             done = [earlier for earlier in plan if earlier.position < request.position]
