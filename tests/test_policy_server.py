@@ -67,6 +67,9 @@ def test_wrong_arguments_are_refused_in_plain_words(fake_policy, tmp_path):
             _complete(policy, max_tokens=max_tokens)
     with pytest.raises(ValueError, match=r"^parallel must be a whole number of at least 1"):
         PolicyServer(folder=tmp_path, parallel=0)
+    # n=10**9 filled memory with a job list, then a bare MemoryError: refused first, with the bound and why
+    with pytest.raises(ValueError, match=r"^n must be at most 1024 \(completions of each prompt"):
+        _complete(policy, n=10**9)
 
 
 # ----------------------------------------------------------------------------- what the server answers

@@ -72,11 +72,19 @@ def _timed_out(error: Exception) -> bool:
     return isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError)
 
 
-def _whole_number(name: str, value) -> int:
-    """`value` when it is a whole number >= 1 (not a bool, not a float), else a ValueError naming `name`."""
+def _whole_number(name: str, value, most: int | None = None, why: str = "") -> int:
+    """`value` when it is a whole number >= 1 (not a bool, not a float) and at most `most`, else a ValueError
+    naming `name`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name} must be a whole number of at least 1, not {value!r}")
+    if most is not None and value > most:
+        raise ValueError(f"{name} must be at most {most}{f' ({why})' if why else ''}, not {value!r}")
     return int(value)
+
+
+# n=10**9 built a billion-entry job list: a bare MemoryError after filling memory. A GRPO group is a few to a
+# few dozen completions of one prompt; far more than this is a mistake, not a batch.
+MAX_N = 1024
 
 
 def _speed_sample(replies: list[dict], seconds: float) -> tuple[int, float]:
@@ -182,7 +190,8 @@ class PolicyServer(_StoppedOnExit):
         takes longer than request_wait_s, or whose connection breaks, is sent once more with twice the wait;
         then, or when the server stopped or refused the request, EndpointError names the server's log and
         what to do (the trainer's finished steps are in its checkpoints)."""
-        n, max_tokens = _whole_number("n", n), _whole_number("max_tokens", max_tokens)
+        n = _whole_number("n", n, MAX_N, "completions of each prompt: a GRPO group is a few to a few dozen")
+        max_tokens = _whole_number("max_tokens", max_tokens)
         server = self._running()
         url = server.base_url.removesuffix("/v1") + "/completion"
         headers = {"Content-Type": "application/json", "Authorization": f"Bearer {server.api_key}"}
