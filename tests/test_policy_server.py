@@ -116,10 +116,16 @@ def test_a_dropped_connection_is_asked_again_then_named_like_a_hang(fake_policy)
     policy = fake_policy(once)
     assert len(policy.complete([[1, 2, 3]], n=2, max_tokens=8, temperature=1.0)) == 2 and dropped
     policy = fake_policy(lambda body: None)
+    policy.server.log_path.write_text("what the hung server wrote\n")
     with pytest.raises(EndpointError) as failed:
         policy.complete([[1, 2, 3]], n=2, max_tokens=8, temperature=1.0)
     message = str(failed.value)
-    assert "when asked again" in message and "policy.log" in message and RESUME in message, message
+    assert "when asked again" in message and "policy-failed-" in message and RESUME in message, message
+    # the log it names is a copy: the restart the message advises rewrites policy.log (it named that, and the
+    # crash's lines were gone when a learner opened it)
+    kept = next(policy.server.log_path.parent.glob("policy-failed-*.log"))
+    policy.server.log_path.write_text("the restarted server's log\n")
+    assert kept.name in message and kept.read_text() == "what the hung server wrote\n"
 
 
 # ----------------------------------------------------------------------------- how long a request may take

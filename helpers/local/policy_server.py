@@ -24,6 +24,7 @@ from __future__ import annotations
 import http.client
 import json
 import numbers
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -85,6 +86,19 @@ def _whole_number(name: str, value, most: int | None = None, why: str = "") -> i
 # n=10**9 built a billion-entry job list: a bare MemoryError after filling memory. A GRPO group is a few to a
 # few dozen completions of one prompt; far more than this is a mistake, not a batch.
 MAX_N = 1024
+
+
+def _kept_log(server) -> str:
+    """The server's log, copied aside (<name>-failed-<time>.log) for an error that names it: the restart the
+    error advises (run the training cell again) starts a server that rewrites the same file. Shown as a path;
+    the log itself where it cannot be copied."""
+    log = Path(server.log_path)
+    kept = log.with_name(f"{log.stem}-failed-{time.strftime('%Y%m%d-%H%M%S')}{log.suffix}")
+    try:
+        shutil.copyfile(log, kept)
+    except OSError:
+        return display_path(log)
+    return f"{display_path(kept)} (a copy of {display_path(log)}, which the next start rewrites)"
 
 
 def _speed_sample(replies: list[dict], seconds: float) -> tuple[int, float]:
@@ -230,7 +244,7 @@ class PolicyServer(_StoppedOnExit):
             raise EndpointError(
                 f"The policy server did not complete a {max_tokens}-token request ({failures[0]}), nor when "
                 f"asked again ({failures[1]}): another program may be using the cores, or the server hung. Its "
-                f"log is {display_path(server.log_path)}. {RESUME_HINT}")
+                f"log is {_kept_log(server)}. {RESUME_HINT}")
 
         # One request per prompt holds `count` of the server's slots (more than `parallel` are split), and as
         # many requests run at once as fill the slots.
@@ -281,8 +295,7 @@ class PolicyServer(_StoppedOnExit):
     def _stopped(server) -> EndpointError:
         code = server.process.returncode if getattr(server, "process", None) is not None else None
         how = "" if code is None else f" (killed by signal {-code})" if code < 0 else f" (exit code {code})"
-        return EndpointError(f"The policy server stopped{how}; its log is {display_path(server.log_path)}. "
-                             f"{RESUME_HINT}")
+        return EndpointError(f"The policy server stopped{how}; its log is {_kept_log(server)}. {RESUME_HINT}")
 
     def _completion(self, out: dict) -> Completion:
         ids = list(out["tokens"])
