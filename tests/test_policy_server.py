@@ -6,6 +6,7 @@ conversions of the model at once give one folder (helpers.local.gguf_convert).""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -257,3 +258,42 @@ def test_two_first_conversions_at_once_make_one_folder(tmp_path):
     assert json.loads((folder / "config.json").read_text())["rope_theta"] == 100000.0
     assert (folder / "converted_from.json").is_file() and (folder / "model.safetensors").is_file()
     assert not folder.with_name(folder.name + ".partial").exists()
+
+
+# ----------------------------------------------------------------------------- a hung server, and the button
+
+
+def _hung(fake_policy, wait_s: float) -> PolicyServer:
+    policy = fake_policy(lambda body: (200, _sequences(body), 30.0))  # answers after 30 s: hung for the client
+    policy.MIN_WAIT_S = policy.MAX_WAIT_S = wait_s
+    return policy
+
+
+def test_a_hung_server_is_named_within_the_stated_bound_for_a_whole_batch(fake_policy):
+    """Notebook 02's shape (several prompts, more requests than the pool runs at once): the pool started the next
+    request after the first failed, so a hung server was named after twice the stated bound (3 waits) or more.
+    The first failure now cancels the requests that wait."""
+    policy = _hung(fake_policy, 1.0)  # the bound: the wait and the retry's twice as long, 3 s
+    started = time.monotonic()
+    with pytest.raises(EndpointError, match="when asked again"):
+        policy.complete([[1, 2, 3]] * 4, n=2, max_tokens=8, temperature=1.0)  # 4 requests, 1 at a time
+    assert time.monotonic() - started < 4.5, "named after more than the bound: the next request waited too"
+
+
+def test_the_button_during_complete_reaches_the_caller_at_once(fake_policy):
+    """The interrupt button during complete() reached the caller only after the requests in the pool had waited
+    (up to ~5 min at the defaults): the pool's exit waited for them. It now ends the call at once."""
+    import _thread
+
+    policy = _hung(fake_policy, 20.0)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    button = threading.Timer(0.5, _thread.interrupt_main)
+    button.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            policy.complete([[1, 2, 3]] * 4, n=2, max_tokens=8, temperature=1.0)
+    finally:
+        button.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - started < 5.0

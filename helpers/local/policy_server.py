@@ -28,7 +28,8 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Self
@@ -251,8 +252,18 @@ class PolicyServer(_StoppedOnExit):
         per_request = min(n, self.parallel)
         jobs = [(index * n + first, prompt, min(per_request, n - first))
                 for index, prompt in enumerate(prompts) for first in range(0, n, per_request)]
-        with ThreadPoolExecutor(max(1, self.parallel // per_request)) as pool:
-            completions = [c for group in pool.map(one, jobs) for c in group]
+        # Not `with pool: pool.map(...)`: its exit waits for every job, so after the first failure the queued
+        # ones each waited their own bound (a hung server was named after twice the stated bound), and the
+        # interrupt button reached the caller only then. The first failure (or a press) cancels what waits.
+        pool = ThreadPoolExecutor(max(1, self.parallel // per_request))
+        try:
+            futures = [pool.submit(one, job) for job in jobs]
+            # in short waits: the button's KeyboardInterrupt reaches this thread between them
+            while not all(f.done() for f in futures) and not any(f.done() and f.exception() for f in futures):
+                wait_for_futures(futures, timeout=0.25, return_when=FIRST_EXCEPTION)
+            completions = [c for future in futures for c in future.result()]
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # requests in flight end at their own wait
         tokens, seconds = sum(t for t, _ in samples), sum(s for _, s in samples)
         if tokens >= self.MIN_MEASURED_TOKENS and seconds > 0:
             self.measured_rate = tokens / seconds  # what the next batch's wait follows
