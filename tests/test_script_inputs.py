@@ -225,6 +225,15 @@ def test_admin_password_on_a_data_path_under_a_file_says_so(tmp_path):
             "COURSE_HUB_DATA to a folder path") in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_admin_password_refuses_an_empty_data_folder_and_touches_nothing(tmp_path, blank):
+    """COURSE_HUB_DATA='' was Path(''): the current folder, chmodded 0700 and given the password file."""
+    mode = tmp_path.stat().st_mode
+    done = _admin_password(tmp_path, blank, "a-good-password")
+    assert done.returncode == 1 and "COURSE_HUB_DATA is set but empty" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == [] and tmp_path.stat().st_mode == mode
+
+
 def test_admin_password_refuses_a_password_bcrypt_would_not_read_whole(tmp_path):
     """bcrypt reads 72 bytes of a password; bcrypt 5 (what requirements-hub.txt installs) raises on more, and
     its message advised cutting the password. 37 accented letters are 74 bytes: refused, with the count and

@@ -25,7 +25,13 @@ MAX_BYTES = 72  # all of a password that bcrypt reads
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("COURSE_HUB_DATA", "/srv/course-hub"))
+    """The hub's data folder: $COURSE_HUB_DATA, else /srv/course-hub. Set but blank is refused: Path('') is the
+    current folder, which the hub would chmod 0700 and fill with its password file."""
+    value = os.environ.get("COURSE_HUB_DATA", "/srv/course-hub")
+    if not value.strip():
+        raise SystemExit("COURSE_HUB_DATA is set but empty: set it to the hub's data folder (the default is "
+                         "/srv/course-hub) or unset it")
+    return Path(value)
 
 
 def admin_name() -> str:

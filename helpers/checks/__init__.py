@@ -166,7 +166,9 @@ def _untraced():
 
 
 def check(name: str, value: Any) -> None:
-    """Check an exercise's answer and say so in one line (correct, or not yet with a hint)."""
+    """Check an exercise's answer and say so in one line (correct, or not yet with a hint). The learner's code runs
+    in a worker thread with a time limit; a loop inside one C call holds the whole process, and no limit or button
+    can stop it (worker_thread.FROZEN, which the notebooks' exercise text says too)."""
     _load_checks()
     checker = CHECKS.get(name)
     if checker is None:
