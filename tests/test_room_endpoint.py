@@ -200,3 +200,17 @@ def test_serve_room_refuses_a_bad_argument_before_anything_starts(arguments, nam
                          text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
     assert out.returncode == 2 and named in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert time.monotonic() - started < 30 and "serve_room:" not in out.stdout
+
+
+def test_ipv6_loopback_is_loopback():
+    """::1 is only this machine, like 127.0.0.1: no key needed, no warning that 'every machine' can reach it."""
+    import warnings
+
+    from helpers.local.child_process import check_bind_address
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_bind_address("::1", None)
+        check_bind_address("127.0.0.1", None)
+    with pytest.raises(EndpointError, match="needs a key"):
+        check_bind_address("::", None)

@@ -93,7 +93,7 @@ def check_bind_address(host: str, key: str | None) -> None:
         raise EndpointError(
             f"The server's key is {len(key)} characters long; use at least {MIN_KEY_CHARS}, e.g. "
             "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`, or leave it unset for a random one.")
-    if host == HOST:
+    if host in (HOST, "::1"):  # the loopback addresses: only this machine reaches them
         return
     if not key:
         raise EndpointError(
