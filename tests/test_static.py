@@ -301,3 +301,65 @@ def test_notebook_02_stays_a_short_core():
     cells = json.loads((ROOT / "notebooks" / "02_traced_grpo_training.ipynb").read_text())["cells"]
     characters = sum(len("".join(cell["source"])) for cell in cells)
     assert characters < 30_000, f"notebook 02 has {characters:,} characters of cell source: move detail to notebook 05"
+
+
+# ---------------------------------------------------------------- the README, the guide and the pages under docs/
+
+DOCUMENTS = [ROOT / "README.md", ROOT / "INSTRUCTOR_GUIDE.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_the_readme_and_the_guide_stay_short():
+    """Issue 45: the README is what the course is, its two commands, the notebooks and where to go next; the guide is
+    what an instructor reads before the day. The provenance, the room, offline installs and sizing live under docs/."""
+    for name, limit in (("README.md", 10_000), ("INSTRUCTOR_GUIDE.md", 25_000)):
+        size = len((ROOT / name).read_text(encoding="utf-8"))
+        assert size <= limit, f"{name} is {size:,} characters, over {limit:,}: move a section to a page under docs/ and link it"
+
+
+def outside_code_blocks(markdown: str) -> list[str]:
+    lines, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, punctuation dropped, spaces as hyphens,
+    a repeated heading numbered (-1, -2, ...)."""
+    anchors: set[str] = set()
+    for line in outside_code_blocks(markdown):
+        if found := re.match(r"#{1,6}\s+(.+?)\s*#*\s*$", line):
+            slug = re.sub(r"[^\w\- ]", "", found[1].strip().lower()).replace(" ", "-")
+            anchor, n = slug, 0
+            while anchor in anchors:
+                n += 1
+                anchor = f"{slug}-{n}"
+            anchors.add(anchor)
+    return anchors
+
+
+def test_heading_anchors_are_githubs():
+    assert heading_anchors("# A room of 20–40 learners: one model server, one hub\n## Notebook 02's `x`\n## Notebook 02's `x`") \
+        == {"a-room-of-2040-learners-one-model-server-one-hub", "notebook-02s-x", "notebook-02s-x-1"}
+    assert heading_anchors("```\n# not a heading\n```\n") == set()
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_at_something_that_exists(document):
+    """A link in the README, the guide or a page under docs/ names a file or folder of the course; a '#anchor' into a
+    markdown file names one of its headings (sections move between these files: a link left behind fails here)."""
+    broken = []
+    for line in outside_code_blocks(document.read_text(encoding="utf-8")):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+                continue
+            path, _, anchor = target.partition("#")
+            where = (document.parent / path).resolve() if path else document
+            if not where.exists():
+                broken.append(f"{target}: no such file")
+            elif anchor and where.suffix == ".md" and anchor not in heading_anchors(where.read_text(encoding="utf-8")):
+                broken.append(f"{target}: {where.relative_to(ROOT)} has no heading #{anchor}")
+    assert not broken, f"{document.relative_to(ROOT)}: " + "; ".join(broken)
