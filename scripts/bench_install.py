@@ -25,9 +25,9 @@ from pathlib import Path
 
 from bench_results import machine_info, write_result
 from lockfile import read_lock
-from url_shown import shown
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from url_shown import shown
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEX = "https://pypi.org/simple"  # where the sizes come from: the public index's JSON pages (PEP 691/700)
