@@ -23,7 +23,7 @@ class _TraceServer(BaseHTTPRequestHandler):
     received: list[tuple[str, dict]]  # (path, body) of every request it took
     fail_complete_at: int  # the n-th calls_complete request (from 1) fails once, as an outage would
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         path = self.path
         if path.endswith("/call/start"):

@@ -90,7 +90,7 @@ def test_a_call_left_running_in_to_thread_is_stopped_when_the_code_returns():
     async def gives_up():
         try:
             await asyncio.wait_for(asyncio.to_thread(_busy), 0.3)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return "gave up"
 
     assert worker_thread.run_sync(gives_up(), timeout_s=30) == "gave up"
