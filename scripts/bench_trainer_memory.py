@@ -85,8 +85,14 @@ def main() -> None:
     for r in rows:
         print(f"| {r['tree']} | {r['commit']} | {r['precision']} | {r['sec_per_step']} | {r['sec_per_step_generation']} "
               f"| {r['sec_per_step_sync']} | {r['sec_per_step_update']} | {r['peak']['total_gb']} |")
+    # this checkout's s/step over the other's, per precision: <= 1.0 is "no slower"
+    ratios = {p: round(mine["sec_per_step"] / theirs["sec_per_step"], 3) for p in args.precisions
+              for mine in rows if mine["precision"] == p and mine["tree"] == "this checkout"
+              for theirs in rows if theirs["precision"] == p and theirs["tree"] == "other"}
+    for precision, ratio in ratios.items():
+        print(f"{precision}: this checkout's s/step is {ratio} times the other's")
     write_result("trainer-memory", info, {"steps": args.steps, "design": "arith-short-bf16-36 (notebook 02's defaults)",
-                                          "rows": rows})
+                                          "rows": rows, "ratio_to_other": ratios})
 
 
 if __name__ == "__main__":

@@ -11,12 +11,12 @@ import pytest
 from helpers.local.memory import PeakMemory
 
 # 300 tensors of 2 MB between small ones that live on, after an 8 MB block was freed (glibc's threshold then
-# rises to 8 MB, as it does after a training step's first large frees): the resident memory after freeing them.
+# rises to 8 MB, as it does after a training step's first large frees): the resident memory the trimmer gives back
+# after freeing them, at the next layer boundary (its hook), with no slack.
 FREE_AFTER_PINS = """
 import sys, psutil, torch
-from helpers.local.memory import return_freed_memory
-if sys.argv[1] == "on":
-    assert return_freed_memory()
+from helpers.local.memory import HeapTrimmer
+trimmer = HeapTrimmer(slack_bytes=0)
 rss = lambda: psutil.Process().memory_info().rss / 2**20
 big = torch.ones(8 << 18); del big
 pins, blocks = [], []
@@ -24,6 +24,8 @@ for _ in range(300):
     blocks.append(torch.ones(1 << 19))
     pins.append(torch.ones(64))
 before = rss(); del blocks
+if sys.argv[1] == "on":
+    trimmer.maybe_trim()
 print(before - rss())
 """
 
@@ -37,6 +39,36 @@ def test_freed_training_tensors_go_back_to_the_system():
 
     assert returned_mb("off") < 100  # glibc keeps the freed 600 MB resident between the pins
     assert returned_mb("on") > 500
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+def test_the_trimmer_runs_at_layer_boundaries_only_past_its_slack():
+    """Hooked on a model's decoder layers, forward and backward; within the slack nothing is trimmed (a trim makes
+    the system zero every page handed out again), past it the heap is trimmed."""
+    import torch
+
+    from helpers.local.memory import HeapTrimmer
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    calls = []
+    lazy, eager = HeapTrimmer(slack_bytes=1 << 50), HeapTrimmer(slack_bytes=0)
+    for trimmer in (lazy, eager):
+        model = Tiny()
+        trimmer.maybe_trim = lambda *a, _t=trimmer, _f=trimmer.maybe_trim: (calls.append(_t), _f(*a))[1]
+        assert trimmer.attach(model)
+        model(torch.ones(2, 4, requires_grad=True)).sum().backward()
+    assert calls.count(lazy) == calls.count(eager) == 6  # 3 layers, forward and backward
+    assert lazy.trims == 0 and eager.trims >= 1  # again whenever resident memory grew since its last trim
+    assert not HeapTrimmer().attach(torch.nn.Linear(2, 2))  # no decoder layers: nothing hooked
 
 
 def test_peak_memory_counts_the_processes_started_below():

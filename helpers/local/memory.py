@@ -8,6 +8,7 @@ its model servers; a notebook runner's are the kernel and the kernel's servers.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Self
@@ -62,25 +63,66 @@ class PeakMemory:
                 "total_gb": round(self.total / GB, 3), "interval_s": self.interval_s}
 
 
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-LARGE_BLOCK_BYTES = 1 << 20
+TRIM_SLACK_BYTES = 256 << 20  # how far resident memory may grow past the last trim before the heap is trimmed again
 
 
-def return_freed_memory() -> bool:
-    """Have glibc give every allocation of LARGE_BLOCK_BYTES or more its own mapping, handed back to the system
-    when it is freed. By default glibc raises that threshold each time it frees a large block (up to 32 MB), so a
-    training step's many 1-32 MB tensors come from the heap, whose freed pieces stay resident between tensors that
-    live on: notebook 02's update held 5.8 GB resident where 3.05 GB was in use (float32, 4 x 8 completions of
-    48 tokens; benchmarks/results/memory-*.json). Process-wide and for good; costs a page fault per new page of a
-    large block. Linux with glibc only: elsewhere it does nothing and returns False."""
+class HeapTrimmer:
+    """Hand the heap's freed pages back to the system at a model's decoder-layer boundaries (each layer's forward
+    and backward), but only when resident memory grew by more than `slack_bytes` since the last trim.
+
+    Why: glibc keeps freed memory resident for reuse, and a training step frees and allocates GBs of 1-30 MB
+    tensors between ones that live on, so the heap's holes grow the step's peak far above what is in use (an 8 GB
+    laptop runs notebook 02's kernel and its server in 3.5 GB). Trimming at every boundary, or giving every large
+    block its own mapping, keeps the peak near what is in use but makes the system hand out and zero every page
+    again: the slack bounds the peak at about what is in use plus the slack, while most boundaries pass untrimmed.
+    benchmarks/results/trainer-memory-*.json measures the step against the trainer without it. Linux with glibc
+    only; elsewhere `attach` does nothing and returns False."""
+
+    def __init__(self, slack_bytes: int = TRIM_SLACK_BYTES):
+        self.slack_bytes = slack_bytes
+        self.trims = 0
+        self._floor = 0
+        self._libc = _glibc()
+        self._page = os.sysconf("SC_PAGE_SIZE") if self._libc is not None else 0
+
+    def resident_bytes(self) -> int:
+        with open("/proc/self/statm") as statm:  # a read of a few bytes: cheap enough for every layer
+            return int(statm.read().split()[1]) * self._page
+
+    def maybe_trim(self, *_hook_args) -> None:
+        """Trim when resident memory grew past the last trim's by the slack (a forward or backward hook)."""
+        if self._libc is None or self.resident_bytes() <= self._floor + self.slack_bytes:
+            return
+        self._libc.malloc_trim(0)
+        self.trims += 1
+        self._floor = self.resident_bytes()
+        return
+
+    def attach(self, model) -> bool:
+        """Hook every decoder layer of `model` (its first ModuleList named '...layers'); True when hooked."""
+        import torch
+
+        layers = next((m for name, m in model.named_modules()
+                       if name.endswith("layers") and isinstance(m, torch.nn.ModuleList)), None)
+        if self._libc is None or layers is None:
+            return False
+        for layer in layers:
+            layer.register_forward_hook(self.maybe_trim)
+            layer.register_full_backward_hook(self.maybe_trim)
+        return True
+
+
+def _glibc():
+    """glibc's C library (for malloc_trim), or None on another system or C library."""
     import ctypes
     import ctypes.util
     import platform
 
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES))
+        libc.malloc_trim  # noqa: B018 - present in every glibc; checked so that a stand-in C library is refused
+        return libc
     except (OSError, AttributeError):
-        return False
+        return None

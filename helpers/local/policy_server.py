@@ -140,7 +140,7 @@ class PolicyServer(_StoppedOnExit):
     folder: Path  # where the GGUF goes (one file, replaced at every sync)
     name: str = "policy"  # the model name the endpoint answers to
     precision: str = "F16"
-    parallel: int = 8  # sequences sampled at once: one step's completions
+    parallel: int = 16  # sequences sampled at once: a step's 32 completions in two halves
     threads: int | None = None  # None: every core (the trainer waits while the server samples)
     ctx_per_slot: int = 512  # a sequence's prompt + completion: the CPU task's are ~80 + 48 tokens
     eos_token_id: int = 2  # SmolLM2's <|im_end|>

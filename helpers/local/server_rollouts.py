@@ -15,7 +15,7 @@ from trl import GRPOTrainer
 from trl.data_utils import maybe_apply_chat_template
 
 from helpers.local.chunked_logps import ChunkedLogpsMixin
-from helpers.local.memory import return_freed_memory
+from helpers.local.memory import HeapTrimmer
 
 
 class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
@@ -29,9 +29,10 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
 
     def __init__(self, *args, policy_server, **kwargs):
         super().__init__(*args, **kwargs)
-        # An update's freed 1-32 MB tensors go back to the system instead of staying resident in glibc's heap:
-        # 5.8 -> 3.05 GB at the update's peak (float32), for an 8 GB laptop (helpers.local.memory)
-        return_freed_memory()
+        # The heap's freed pages go back to the system at decoder-layer boundaries once it grew by a slack, so an
+        # update's peak stays near what it uses (an 8 GB laptop; helpers.local.memory.HeapTrimmer)
+        self.heap_trimmer = HeapTrimmer()
+        self.heap_trimmer.attach(self.model)
         self.policy_server = policy_server
         self.last_sampling_logprobs: list[list[float]] = []
         self.last_loss_batch: dict | None = None
