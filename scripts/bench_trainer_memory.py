@@ -40,13 +40,17 @@ def keep_log(log, *args, **kwargs):  # train_run hands its log history here: kep
     return figures(log, *args, **kwargs)
 b.training_figures = keep_log
 setting = replace(b.SETTINGS["arith-short-bf16-36"], bf16=precision == "bfloat16")
+import resource
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 with memory.PeakMemory() as peak:
     b.train_run(setting, 0, 2, steps=steps, evaluate_after=False, base_done=True)
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults  # pages the system handed out and zeroed
 timed = [e for e in captured["log"] if "timing/step_s" in e][1:]  # the first step also starts the server
 mean = lambda key: round(sum(e[f"timing/{key}"] for e in timed) / len(timed), 2)
 print("RESULT " + json.dumps({"sec_per_step": mean("step_s"),
                               **{f"sec_per_step_{k[:-2]}": mean(k) for k in ("generation_s", "sync_s", "update_s")},
-                              "steps_timed": len(timed), "peak": peak.record()}))
+                              "steps_timed": len(timed), "peak": peak.record(),
+                              "minor_page_faults_per_step": round(faults / steps)}))
 """
 
 
@@ -80,11 +84,12 @@ def main() -> None:
             r = rows[-1]
             print(f"  {r['sec_per_step']} s/step (update {r['sec_per_step_update']}), peak {r['peak']['total_gb']} GB "
                   "(process and server)", flush=True)
-    print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) | page faults/step |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['tree']} | {r['commit']} | {r['precision']} | {r['sec_per_step']} | {r['sec_per_step_generation']} "
-              f"| {r['sec_per_step_sync']} | {r['sec_per_step_update']} | {r['peak']['total_gb']} |")
+              f"| {r['sec_per_step_sync']} | {r['sec_per_step_update']} | {r['peak']['total_gb']} "
+              f"| {r['minor_page_faults_per_step']:,} |")
     # this checkout's s/step over the other's, per precision: <= 1.0 is "no slower"
     ratios = {p: round(mine["sec_per_step"] / theirs["sec_per_step"], 3) for p in args.precisions
               for mine in rows if mine["precision"] == p and mine["tree"] == "this checkout"
