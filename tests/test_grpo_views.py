@@ -157,7 +157,7 @@ def test_older_files_give_their_measures_with_seeds_too():
 
 
 def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, capsys, monkeypatch):
-    from helpers.grpo import gold_anywhere, last_number_right
+    from helpers.grpo import gold_anywhere
 
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
 
@@ -175,8 +175,14 @@ def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, 
     assert grpo_views.which_reward(other) is False
     assert "your function as written (it does not pass its check yet)" in capsys.readouterr().out
 
-    def yours(completion, answer, **kwargs):
-        return last_number_right(completion[-1]["content"], answer)
+    def yours(completion, answer, **kwargs):  # the learner's own code, as solutions/02 writes it (a call to the
+        # course's reference is refused by the check as not the learner's work)
+        import re
+
+        from gsm8k_course import canonical_number
+
+        numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", completion[-1]["content"])
+        return 1.0 if numbers and canonical_number(numbers[-1]) == canonical_number(answer) else 0.0
 
     assert grpo_views.which_reward(yours) is True
     assert "uses your last_number_right" in capsys.readouterr().out
