@@ -74,7 +74,8 @@ class HeapTrimmer:
     tensors between ones that live on, so the heap's holes grow the step's peak far above what is in use (an 8 GB
     laptop runs notebook 02's kernel and its server in 3.5 GB). Trimming at every boundary, or giving every large
     block its own mapping, keeps the peak near what is in use but makes the system hand out and zero every page
-    again: the slack bounds the peak at about what is in use plus the slack, while most boundaries pass untrimmed.
+    again: trimming only past the most held in use so far plus the slack bounds the peak the same way, while most
+    boundaries pass untrimmed.
     benchmarks/results/trainer-memory-*.json measures the step against the trainer without it. Linux with glibc
     only; elsewhere `attach` does nothing and returns False."""
 
@@ -90,13 +91,14 @@ class HeapTrimmer:
             return int(statm.read().split()[1]) * self._page
 
     def maybe_trim(self, *_hook_args) -> None:
-        """Trim when resident memory grew past the last trim's by the slack (a forward or backward hook)."""
+        """Trim when resident memory is the slack above the most a trim has left resident so far (a forward or
+        backward hook). That high-water mark is about the most a step holds in use: below it a trim could not
+        lower the step's peak, and would only make the system hand the same pages out again."""
         if self._libc is None or self.resident_bytes() <= self._floor + self.slack_bytes:
             return
         self._libc.malloc_trim(0)
         self.trims += 1
-        self._floor = self.resident_bytes()
-        return
+        self._floor = max(self._floor, self.resident_bytes())
 
     def attach(self, model) -> bool:
         """Hook every decoder layer of `model` (its first ModuleList named '...layers'); True when hooked."""
