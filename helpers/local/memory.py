@@ -100,6 +100,13 @@ class HeapTrimmer:
         self.trims += 1
         self._floor = max(self._floor, self.resident_bytes())
 
+    def trim(self) -> None:
+        """Trim now, whatever the slack: before another process needs the memory (the policy server samples
+        between updates, and the holes an update left are not in use until the next one)."""
+        if self._libc is not None:
+            self._libc.malloc_trim(0)
+            self.trims += 1
+
     def attach(self, model) -> bool:
         """Hook every decoder layer of `model` (its first ModuleList named '...layers'); True when hooked."""
         import torch

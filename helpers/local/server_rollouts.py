@@ -82,6 +82,7 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
     def _generate_single_turn(self, prompts: list, images: list | None):
         if images is not None:
             raise ValueError("the llama.cpp rollout server serves text models only")
+        self.heap_trimmer.trim()  # the update's freed memory goes back before the server takes its share
         # Sync when the weights changed since the last sync, or the server stopped (the Train cell run again).
         if self.policy_server.step != self.state.global_step or not self.policy_server.is_running():
             self.policy_server.sync(self.model, step=self.state.global_step)
