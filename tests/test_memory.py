@@ -69,6 +69,8 @@ def test_the_trimmer_runs_at_layer_boundaries_only_past_its_slack():
     assert calls.count(lazy) == calls.count(eager) == 6  # 3 layers, forward and backward
     assert lazy.trims == 0 and eager.trims >= 1  # again whenever resident memory grew since its last trim
     assert not HeapTrimmer().attach(torch.nn.Linear(2, 2))  # no decoder layers: nothing hooked
+    lazy.trim()  # before the policy server samples: whatever the slack
+    assert lazy.trims == 1
 
 
 def test_peak_memory_counts_the_processes_started_below():
