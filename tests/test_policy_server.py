@@ -18,6 +18,7 @@ import pytest
 from fake_completion_server import FakeCompletionServer
 
 from helpers.local.child_process import EndpointError
+from helpers.local.memory import HeapTrimmer
 from helpers.local.paths import display_path
 from helpers.local.policy_server import PolicyServer
 
@@ -217,7 +218,8 @@ def test_a_server_killed_mid_batch_is_named_and_the_trainer_restarts_it(tmp_path
         trainer = SimpleNamespace(
             policy_server=policy, state=SimpleNamespace(global_step=0), model=model, processing_class=tokenizer,
             max_prompt_length=256, num_generations=2, max_completion_length=8, temperature=1.0, top_p=1.0,
-            top_k=0, min_p=None, repetition_penalty=1.0, args=SimpleNamespace(seed=0))
+            top_k=0, min_p=None, repetition_penalty=1.0, args=SimpleNamespace(seed=0),
+            heap_trimmer=HeapTrimmer())
         _, completion_ids, _, _ = ServerRolloutGRPOTrainer._generate_single_turn(trainer, [messages] * 2, None)
         # restarted (a second sync), and stopped again once the batch was sampled: the update gets its memory
         assert len(completion_ids) == 2 and policy.syncs == 2 and policy.server is None
