@@ -578,9 +578,9 @@ def reward_note(output_dir: str | Path, results: str | Path | None = None) -> bo
 
 def fix_runs(func, hack_steps: int) -> bool:
     """Section 12: whether its second run trains, said before it does. It trains only on the learner's finished
-    `right_answer_line` (its check passes): as committed, the exercise's placeholder pays any '#### N' number,
-    the format term whose committed runs collapsed to one answer, so the run would show that failure again instead
-    of its fix."""
+    `right_answer_line` (its check passes): as committed, the exercise's placeholder pays for exactly one '#### N'
+    line with any number, the '+ one #### line' arm of the committed runs, so the run would repeat that arm
+    instead of showing the fix."""
     if not hack_steps:
         print("Section 12's run is off (hack_steps = 0); the committed runs below show what it would measure.")
         return False

@@ -194,10 +194,10 @@ def test_the_note_after_training_reads_the_reward_from_the_run_not_the_cells(tmp
 
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
     record = tmp_path / "course_run.json"
-    record.write_text('{"identity": {}, "reward_is_yours": false, "reward_functions": ["last_number_right"]}')
+    record.write_text('{"identity": {"rewards": [{"name": "last_number_right"}]}, "reward_is_yours": false}')
     assert grpo_views.reward_note(tmp_path) is False
     assert "numbers per completion" in capsys.readouterr().out
-    record.write_text('{"identity": {}, "reward_is_yours": true, "reward_functions": ["last_number_right"]}')
+    record.write_text('{"identity": {"rewards": [{"name": "last_number_right"}]}, "reward_is_yours": true}')
     assert grpo_views.reward_note(tmp_path) is True
     assert "trained on your last_number_right" in capsys.readouterr().out
     assert run_folder.trained_reward(tmp_path / "nowhere") == {"reward_is_yours": None, "reward_functions": []}

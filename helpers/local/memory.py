@@ -63,12 +63,13 @@ class PeakMemory:
                 "total_gb": round(self.total / GB, 3), "interval_s": self.interval_s}
 
 
-TRIM_SLACK_BYTES = 256 << 20  # how far resident memory may grow past the last trim before the heap is trimmed again
+TRIM_SLACK_BYTES = 256 << 20  # how far resident memory may grow past the trims' high-water mark before the next trim
 
 
 class HeapTrimmer:
     """Hand the heap's freed pages back to the system at a model's decoder-layer boundaries (each layer's forward
-    and backward), but only when resident memory grew by more than `slack_bytes` since the last trim.
+    and backward), but only when resident memory is more than `slack_bytes` above the most an earlier trim left
+    resident (`trim` trims at once, whatever the slack).
 
     Why: glibc keeps freed memory resident for reuse, and a training step frees and allocates GBs of 1-30 MB
     tensors between ones that live on, so the heap's holes grow the step's peak far above what is in use (an 8 GB

@@ -97,8 +97,7 @@ def prepare_run_dir(config, resume: str = "auto", rewards=None, reward_is_yours:
         fields["rewards"] = reward_identity(rewards)
     identity = json.loads(json.dumps({**fields, **run}, default=str))
     saved = out / "course_run.json"
-    record = {"identity": identity, "reward_is_yours": reward_is_yours,
-              "reward_functions": [r["name"] for r in identity.get("rewards", [])]}
+    record = {"identity": identity, "reward_is_yours": reward_is_yours}
     if out.is_dir() and any(out.iterdir()):
         earlier = json.loads(saved.read_text()) if saved.is_file() else {}
         differs = _differences(earlier.get("identity"), identity)
@@ -136,7 +135,8 @@ def trained_reward(output_dir: str | Path) -> dict:
     step in its folder, whatever the notebook's cells hold now."""
     saved = Path(output_dir) / "course_run.json"
     record = json.loads(saved.read_text()) if saved.is_file() else {}
-    return {"reward_is_yours": record.get("reward_is_yours"), "reward_functions": record.get("reward_functions", [])}
+    names = [reward["name"] for reward in record.get("identity", {}).get("rewards", [])]  # the identity holds them
+    return {"reward_is_yours": record.get("reward_is_yours"), "reward_functions": names}
 
 
 def load_if_finished(trainer, checkpoint: str | None) -> bool:
