@@ -29,7 +29,7 @@ from bench_results import machine_info, whole_number, write_result
 from helpers import grpo
 
 SERVER_SLOTS = (8, 32, 64)
-HF_BATCH = 64
+HF_BATCHES = (64, 128)
 
 
 def methods(model, tokenizer, folder: Path, threads: int) -> dict:
@@ -46,16 +46,17 @@ def methods(model, tokenizer, folder: Path, threads: int) -> dict:
                 yield policy
         return open_server
 
-    def transformers(bf16: bool):
+    def transformers(bf16: bool, batch: int):
         @contextlib.contextmanager
         def open_sampler():
-            yield bl.TransformersSampler(model, tokenizer, batch=HF_BATCH, bf16=bf16)
+            yield bl.TransformersSampler(model, tokenizer, batch=batch, bf16=bf16)
         return open_sampler
 
     found = {f"llama.cpp x{slots}": server(slots) for slots in SERVER_SLOTS}
-    found[f"transformers float32 x{HF_BATCH}"] = transformers(False)
-    if grpo.cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
-        found[f"transformers bfloat16 x{HF_BATCH}"] = transformers(True)
+    for batch in HF_BATCHES:
+        found[f"transformers float32 x{batch}"] = transformers(False, batch)
+        if grpo.cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
+            found[f"transformers bfloat16 x{batch}"] = transformers(True, batch)
     return found
 
 
@@ -117,7 +118,8 @@ def main() -> None:
     path = write_result("eval-methods", info, {
         "model": "SmolLM2-135M-Instruct, untrained", "problems": "the first --problems confirmation problems "
         "(bench_learnability.confirmation_env)", "threads": args.threads, "max_tokens": setting.eval_max_tokens,
-        "temperature": setting.temperature, "rows": rows, "full": full})
+        "temperature": setting.temperature, "samples": args.samples, "rows": rows, "full": full},
+        suffix="" if args.samples == 8 else f"samples-{args.samples}")  # the 8-sample comparison keeps its file
     print(f"wrote {path.relative_to(ROOT)}")
 
 

@@ -343,6 +343,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     data = env.eval_dataset
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in data["prompt"]]
     sampled = {}
+    started = time.monotonic()
     if samples:
         out = server.complete(prompt_ids, n=samples, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                               seed=5000)  # the same seeds before and after training
@@ -365,7 +366,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         sampled["sampled_mean_numbers"] = sum(len(NUMBER.findall(t)) for t in texts) / len(texts)  # the placeholder's
         # reward pays for the gold number anywhere: a reply full of numbers earns it more often
         sampled["samples"], sampled["temperature"] = samples, temperature
-    started = time.monotonic()
+    greedy_started = time.monotonic()
     completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
@@ -376,7 +377,8 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     n = len(texts)
     return {
         **{kind: sum(v) / n for kind, v in signs.items()}, **{f"{kind}_per_problem": v for kind, v in signs.items()},
-        "n": n, "seconds": round(time.monotonic() - started, 1),
+        "n": n, "seconds": round(time.monotonic() - started, 1),  # the whole evaluation, samples and greedy
+        "greedy_seconds": round(time.monotonic() - greedy_started, 1),
         "strict": sum(strict) / n, "lenient": sum(lenient) / n,
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
         "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
