@@ -37,6 +37,9 @@ def execute(notebook: str | Path, out: str | Path, parameters: dict | None = Non
     papermill.execute_notebook(
         str(notebook), str(out), parameters=parameters or {}, cwd=str(NOTEBOOKS), kernel_name=kernel_name,
         progress_bar=progress_bar, config=IPC_KERNEL,
+        # one output per stream, carriage returns applied: a progress bar is saved as its last line, not as a
+        # line per refresh (verifiers' "Running N rollouts" bar from a worker thread), as JupyterLab shows it
+        coalesce_streams=True,
     )
     return json.loads(Path(out).read_text())
 
