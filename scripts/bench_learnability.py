@@ -99,6 +99,11 @@ ONE_LINE_TASK = {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}
 # the last-number designs that learned: cut replies trained on (they earn 0 unless their last number is right), bf16
 BF16_50 = {**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50, "mask_truncated": False, "bf16": True}
 BF16_36 = {**BF16_50, "learning_rate": 3.5e-5, "steps": 36}
+# Notebook 02's runs are also evaluated on the 248 confirmation problems: greedy + 3 samples a problem, ~5 minutes an
+# evaluation on 2 cores (eval-methods-samples-3-2026-12-06.json; 8 samples took ~12)
+NB02_CONFIRMED = {**BF16_36, "confirm_samples": 3}
+EVAL_SLOTS = 64  # the policy server's slots while it evaluates (eval-methods: more sequences at once, faster);
+# training samples with PolicyServer's own (16), as notebook 02 does
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
     "gsm8k-easy": Setting("GSM8K problems whose reference solution has 1-2 <<...>> calculator steps, "
@@ -142,19 +147,17 @@ SETTINGS: dict[str, Setting] = {
     # server stopped during the update), each precision, evaluated on the design problems and on the confirmation
     # problems no design was chosen on (issues 39 and 40)
     "nb02-bf16": Setting("notebook 02's default (the right last number, lr 3.5e-5, 36 steps, 4 x 8 at 0.6, 48 tokens), "
-                         "bfloat16 autocast", "word-arithmetic", ONE_LINE_TASK, reward="last_number",
-                         **{**BF16_36, "confirm_samples": 8}),
-    "nb02-fp32": Setting("notebook 02's default in float32 (a CPU without bfloat16 instructions), on the design "
-                         "problems (the confirmation problems' 8 samples cost ~20 minutes an evaluation here)",
-                         "word-arithmetic", ONE_LINE_TASK, reward="last_number", **{**BF16_36, "bf16": False}),
+                         "bfloat16 autocast", "word-arithmetic", ONE_LINE_TASK, reward="last_number", **NB02_CONFIRMED),
+    "nb02-fp32": Setting("notebook 02's default in float32 (a CPU without bfloat16 instructions)", "word-arithmetic",
+                         ONE_LINE_TASK, reward="last_number", **{**NB02_CONFIRMED, "bf16": False}),
     # section 12's fix: a format term that pays only with the right answer (issue 40)
     "nb02-fix-right-line": Setting("notebook 02's default + 0.5 x right_answer_line (exactly one '####' line, and "
                                    "its number is the gold answer)", "word-arithmetic", ONE_LINE_TASK,
-                                   reward="last_number_right_line", **BF16_36),
+                                   reward="last_number_right_line", **NB02_CONFIRMED),
     # what Run All trains before the reward exercise is solved: its placeholder (issue 40, 2b)
     "nb02-placeholder": Setting("notebook 02's default trained on the reward exercise's placeholder: the gold number "
                                 "anywhere in the reply", "word-arithmetic", ONE_LINE_TASK, reward="gold_anywhere",
-                                **BF16_36),
+                                **NB02_CONFIRMED),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
                                   **SHORT_DESIGN),
@@ -436,18 +439,25 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
     rewards = grpo.RubricRewards(env.rubric)
     result: dict = {"seed": seed, "steps": steps, "threads": threads, "machine": run_machine()}
 
-    def evaluations() -> dict:
-        out = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
-        if confirm is not None:
-            out["confirm"] = evaluate(server, tokenizer, confirm, setting.eval_max_tokens, setting.confirm_samples,
-                                      setting.temperature, setting.top_p)
+    def evaluations(step: int) -> dict:
+        """Both evaluations of the weights of `step`, on a server with EVAL_SLOTS slots; then training's again."""
+        training_slots, server.parallel = server.parallel, EVAL_SLOTS
+        server.sync(model, step=step)
+        try:
+            out = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+            if confirm is not None:
+                out["confirm"] = evaluate(server, tokenizer, confirm, setting.eval_max_tokens,
+                                          setting.confirm_samples, setting.temperature, setting.top_p)
+        finally:
+            server.parallel = training_slots
+        server.sync(model, step=step)
         return out
 
     with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="learnability",
                                                             threads=threads) as server:
         server.sync(model, step=0)
         if not base_done:
-            result["base"] = evaluations()
+            result["base"] = evaluations(0)
             print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
                   f"{result['base']['seconds']:.0f} s", flush=True)
             if on_base:
@@ -486,8 +496,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         result["peak_rss_gb"] = round(grpo.peak_rss_gb(), 2)
         result["peak_memory_training"] = peak.record()
         if evaluate_after:
-            server.sync(model, step=steps)
-            result["after"] = evaluations()
+            result["after"] = evaluations(steps)
     result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
@@ -786,6 +795,24 @@ def load_record(bench: str, name: str, setting: Setting) -> dict:
     return record
 
 
+EVALUATION_FIELDS = ("task", "env_args", "eval_max_tokens", "num_eval", "eval_samples", "confirm_samples",
+                     "temperature", "top_p")  # what a base evaluation depends on (the weights are the start model's)
+
+
+def shared_base(name: str, setting: Setting) -> dict | None:
+    """The base evaluation of another setting whose evaluation is the same (same problems, samples and seeds, the
+    same untrained weights): it is the same evaluation, done once. Marked with the file it came from."""
+    key = {f: getattr(setting, f) for f in EVALUATION_FIELDS}
+    for other, other_setting in SETTINGS.items():
+        path = result_path(other)
+        if other == name or path is None or {f: getattr(other_setting, f) for f in EVALUATION_FIELDS} != key:
+            continue
+        record = json.loads(path.read_text())
+        if record.get("base") and {k: record.get(k) for k in asdict(other_setting)} == asdict(other_setting):
+            return {**record["base"], "from": record["base"].get("from", path.name)}
+    return None
+
+
 def save_record(bench: str, name: str, record: dict, info: dict) -> Path:
     keep = {k: v for k, v in record.items() if k not in ("bench", "date", "commit", "cpu", "cores", "python",
                                                          "load_avg_before", "load_avg_after")}
@@ -819,6 +846,10 @@ def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, exp
                   f"{out['after'].get('sampled_lenient', float('nan')):.3f}; {out['train_minutes']:.1f} min", flush=True)
             save_record("learnability", name, record, info)
         return record
+    if record.get("base") is None and (base := shared_base(name, setting)):
+        record["base"] = base
+        print(f"  base evaluation: {base['from']}'s, the same evaluation", flush=True)
+        save_record("learnability", name, record, info)
     for seed in seeds:
         print(f"learnability: {name}, seed {seed}, {setting.steps} steps ...", flush=True)
 

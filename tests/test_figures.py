@@ -734,7 +734,7 @@ def the_constant_seed(key: str, scale: float = 1.0) -> Callable[[dict], float]:
 
 
 # the float32 runs of notebook 02's defaults (issue 39), on the design set
-FP32 = "learnability-nb02-fp32-2026-12-06.json"
+FP32 = "learnability-nb02-fp32-design-only-2026-12-06.json"
 
 
 FP32_AT = r"(?:float32, \d seeds? on the design set|measured in \d seeds? on the same)[\s\S]*?"

@@ -642,3 +642,30 @@ def test_hack_table_from_the_committed_hack_files():
         assert row["2+ '####' lines"].startswith(f"{s['base_sampled_multi_marker']:.0%} -> {s['after_sampled_multi_marker']:.0%}")
         per_seed = [f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in record["runs"]]
         assert row["per seed after: 2+ lines / cut"] == ", ".join(per_seed)
+
+
+def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_is_the_same(tmp_path, monkeypatch):
+    """nb02-fp32, the fix arm and the placeholder start from the same weights and are evaluated on the same problems
+    with the same samples: one base evaluation serves them all; a setting evaluated otherwise, or a file of an older
+    configuration, gives none."""
+    import dataclasses
+    import sys
+
+    from helpers.local.paths import PROJECT_ROOT
+
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+
+    import bench_learnability as bl
+
+    monkeypatch.setattr(bl, "RESULTS_DIR", tmp_path)
+    base = {"strict": 0.25, "lenient": 0.5}
+    source = tmp_path / "learnability-nb02-bf16-2026-12-06.json"
+    source.write_text(json.dumps({"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]), "base": base}))
+    shared = bl.shared_base("nb02-fp32", bl.SETTINGS["nb02-fp32"])
+    assert shared == {**base, "from": source.name}
+    assert bl.shared_base("nb02-placeholder", bl.SETTINGS["nb02-placeholder"])["from"] == source.name
+    assert bl.shared_base("arith-short-bf16-36", bl.SETTINGS["arith-short-bf16-36"]) is None  # no confirmation
+    assert bl.shared_base("nb02-bf16", bl.SETTINGS["nb02-bf16"]) is None  # not its own
+    older = {"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]), "confirm_samples": 8, "base": base}
+    source.write_text(json.dumps(older))
+    assert bl.shared_base("nb02-fp32", bl.SETTINGS["nb02-fp32"]) is None  # evaluated with 8 samples

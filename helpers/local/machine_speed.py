@@ -24,7 +24,7 @@ PRECISIONS = ("float32", "bfloat16")
 # yet. tests/test_install_check.py checks that each file's design is notebook 02's parameters cell.
 FILES: dict[str, str | None] = {
     "bfloat16": "learnability-arith-short-bf16-36-2026-12-05.json",
-    "float32": "learnability-nb02-fp32-2026-12-06.json",
+    "float32": "learnability-nb02-fp32-design-only-2026-12-06.json",
 }
 
 # Notebook 02 run whole (scripts/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
