@@ -66,7 +66,7 @@ def default_threads(samples: int = 4, sample_s: float = 0.5) -> int:
     """How many torch threads (and policy-server threads) to use: $COURSE_THREADS when set, else every core
     except those other programs keep busy through the whole 2-second sample (busy in each of its 4 parts).
 
-    Why, measured (benchmarks/results/update-threads-2026-12-05.json, scripts/bench_update.py --threads 1 2
+    Why, measured (benchmarks/results/update-threads-2026-12-05.json, benchmarks/bench_update.py --threads 1 2
     --busy 0 1 2; one float32 update, AMD EPYC, 2 cores, AVX2): idle, 2 threads 3.51 s and 1 thread 5.16 s;
     beside 1 busy process, 2 threads 8.42 s and 1 thread 5.01 s; beside 2, 16.98 s and 7.87 s. Threads that
     fight other programs for cores cost up to 2.2x, a core left idle 1.5x: neither rule can cost 10x (that

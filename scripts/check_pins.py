@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from bench_results import machine_info, write_result
+from helpers.results import machine_info, write_result
 
 WHEELS_FOR = ["--only-binary=:all:", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
               "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64"]

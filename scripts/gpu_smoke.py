@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_results import machine_info, write_result
+from helpers.results import machine_info, write_result
 
 PROMPTS = [  # two that end in a few tokens (where does the turn stop?), two GSM8K-like ones (long answers)
     "Answer with a single number: what is 2 + 2?",

@@ -1,6 +1,6 @@
 """Reads the locks that scripts/lock.sh writes (uv pip compile's format: a pin, its --hash lines, then
 "# via" lines naming what needs it). Used by tests/test_lock.py, tests/test_offline_install.py and
-scripts/bench_install.py.
+benchmarks/bench_install.py.
 
     from lockfile import read_lock, needed_by
     lock = read_lock(ROOT / "requirements.lock")   # {"torch": Entry(version="2.13.0+cpu", ...), ...}

@@ -4,7 +4,7 @@ That file holds each notebook's rows as taught in full (which sections' measured
 the suggested teaching minutes, each exercise's time-box), the blocks around them, and two plans built from
 them in workshop order: the 150-minute session and its 3-hour variant, with what the session leaves out
 named as take-home. The run minutes come from the result file each notebook names (benchmarks/results/,
-written by scripts/bench_notebooks.py or scripts/bench_grpo.py). A row takes its teaching time or its run
+written by benchmarks/bench_notebooks.py or benchmarks/bench_grpo.py). A row takes its teaching time or its run
 time, whichever is longer, plus its exercises, in whole minutes; a notebook's total is the sum of its rows,
 a plan's the sum of its rows, each row starting where the one before ended.
 

@@ -13,7 +13,7 @@ The key is COURSE_ROOM_KEY when set (at least 16 characters), else a random one 
 It never goes on a command line (`ps` would show it to every user of the machine).
 
 CPU: the course's own llama.cpp server (helpers.local.llama_server) with ROOM_SLOTS request slots;
-how many learners it holds is measured by scripts/bench_room.py (benchmarks/results/room-*.json).
+how many learners it holds is measured by benchmarks/bench_room.py (benchmarks/results/room-*.json).
 GPU: `vllm serve` with the same key and model name; vLLM is not in this course's requirements and
 this path was not run here (no GPU on the machine the course is developed on).
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_results import whole_number
+from arguments import whole_number
 
 from helpers.local.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer, packaged_model_path
@@ -48,7 +48,7 @@ KEY_ENV = "COURSE_ROOM_KEY"
 def room_server(host: str = HOST, port: int | None = None, key: str | None = None,
                 parallel: int = ROOM_SLOTS, threads: int | None = None, model: Path | None = None,
                 name: str | None = None) -> LocalModelServer:
-    """The room's llama.cpp server, not yet started (scripts/bench_room.py measures this one): the course's
+    """The room's llama.cpp server, not yet started (benchmarks/bench_room.py measures this one): the course's
     SmolLM2-135M-Instruct, or the GGUF file `model`, served as `name` (default: the file's name)."""
     options = {"threads": threads} if threads else {}
     return LocalModelServer(host=host, port=port, key=key, parallel=parallel, ctx_per_slot=ROOM_CTX_PER_SLOT,

@@ -3,7 +3,7 @@
 #   bash scripts/test.sh            # everything: unit, static, every notebook under papermill (CI runs this)
 #   bash scripts/test.sh --quick    # the inner loop: no notebook and nothing marked slow, still a real local server
 #   bash scripts/test.sh tests/test_grpo.py -k threads    # or any pytest arguments (after --quick too)
-# How long each takes on 2 cores: benchmarks/results/tests-<date>.json (scripts/bench_tests.py).
+# How long each takes on 2 cores: benchmarks/results/tests-<date>.json (benchmarks/bench_tests.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 select=()

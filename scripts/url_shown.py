@@ -1,6 +1,6 @@
 """A URL as it may be printed: its user:password and the values of its query string hidden. The one place
 that hides them, for scripts/torch_cpu.sh (`python scripts/url_shown.py <url>`, or `--filter` to pass pip's
-output through: pip prints an index's query string in its warnings) and scripts/bench_install.py.
+output through: pip prints an index's query string in its warnings) and benchmarks/bench_install.py.
 
 pip reads the user:password up to the LAST '@' before the host (a password may hold '@'), so the hiding
 cuts there too; a token in the query string (`?token=...`) is a secret as well.

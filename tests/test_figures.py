@@ -63,7 +63,7 @@ def case(**match) -> Callable[[dict], float]:
 
 
 THREADS = "update-threads-2026-12-05.json"
-INSTALL = "install-2026-12-06.json"  # scripts/bench_install.py: the locks, a fresh install, the CUDA build's size
+INSTALL = "install-2026-12-06.json"  # benchmarks/bench_install.py: the locks, a fresh install, the CUDA build's size
 CLAIMS = [
     # the test command (README)
     Claim(INSTALL_DOC, r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
@@ -318,13 +318,13 @@ CLAIMS += [
           screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient"), 0.5),
     Claim(NB05, r"almost never writes the right number\s+\(pass@8 (\d+)%\)", SCREEN,
           screen("arith-1step-20-answer-only", "sampled_t0.9", "pass8_lenient"), 0.5),
-    Claim("scripts/bench_learnability.py", r"pass@1 ([\d.]+) and pass@8 [\d.]+ at 0.6", SCREEN,
+    Claim("benchmarks/bench_learnability.py", r"pass@1 ([\d.]+) and pass@8 [\d.]+ at 0.6", SCREEN,
           lambda d: screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient")(d) / 100, 0.005),
-    Claim("scripts/bench_learnability.py", r"pass@1 [\d.]+ and pass@8 ([\d.]+) at 0.6", SCREEN,
+    Claim("benchmarks/bench_learnability.py", r"pass@1 [\d.]+ and pass@8 ([\d.]+) at 0.6", SCREEN,
           lambda d: screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient")(d) / 100, 0.005),
-    Claim("scripts/bench_learnability.py", r"against\s+#?\s*([\d.]+) and [\d.]+ at 0.9", SCREEN,
+    Claim("benchmarks/bench_learnability.py", r"against\s+#?\s*([\d.]+) and [\d.]+ at 0.9", SCREEN,
           lambda d: screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient")(d) / 100, 0.005),
-    Claim("scripts/bench_learnability.py", r"against\s+#?\s*[\d.]+ and ([\d.]+) at 0.9", SCREEN,
+    Claim("benchmarks/bench_learnability.py", r"against\s+#?\s*[\d.]+ and ([\d.]+) at 0.9", SCREEN,
           lambda d: screen("arith-1step-20-short", "sampled_t0.9", "pass8_lenient")(d) / 100, 0.005),
 ]
 

@@ -605,7 +605,7 @@ def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interva
 
     from helpers.local.paths import PROJECT_ROOT
 
-    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
     import bench_learnability
 
     hack = '#### 66\nThe answer is "#### 66'
@@ -653,7 +653,7 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
 
     from helpers.local.paths import PROJECT_ROOT
 
-    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
 
     import bench_learnability as bl
 

@@ -61,7 +61,7 @@ def machine(**changes) -> install_check.Machine:
 
 
 def result_file(folder, name, *, bf16=True, sec_per_step=(20.0, 22.0), peak=(5.0, 6.0), speed=None, **extra):
-    """A result file shaped like scripts/bench_learnability.py's: 36 steps, one run per s/step."""
+    """A result file shaped like benchmarks/bench_learnability.py's: 36 steps, one run per s/step."""
     runs = [{"seed": i, "training": {"sec_per_step": s}, "peak_rss_gb": p, **extra}
             for i, (s, p) in enumerate(zip(sec_per_step, peak))]
     record = {"date": "2026-12-07T10:00:00+00:00", "cpu": "Test CPU", "cores": 2, "steps": 36, "bf16": bf16,
@@ -171,7 +171,7 @@ def test_the_memory_verdict_reads_the_kernel_and_server_together_where_a_run_rec
 
 
 def test_the_memory_verdict_prefers_the_whole_notebooks_run(files):
-    """scripts/bench_notebooks.py's run of notebook 02 (kernel and servers read together, all cells) is the need,
+    """benchmarks/bench_notebooks.py's run of notebook 02 (kernel and servers read together, all cells) is the need,
     whatever the training runs' files say; its parameters are named."""
     machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False)  # 6.0 GB training peak
     (files / "nb.json").write_text(json.dumps({

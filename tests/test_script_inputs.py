@@ -20,7 +20,7 @@ def _started(*args, **kwargs):
     raise AssertionError("the bad value was taken: the benchmark started (machine_info is its first step)")
 
 
-# (script, arguments, what the error must say). scripts/bench_learnability.py is not here: its --time-steps 0,
+# (script, arguments, what the error must say). benchmarks/bench_learnability.py is not here: its --time-steps 0,
 # --explore 0, --threads 0 and -p are still read as before (another change owns that file).
 BAD_ARGUMENTS = [
     ("bench_endpoint", ["--repeats", "0"], "argument --repeats: 0 is out of range: it must be at least 1"),
@@ -64,6 +64,7 @@ BAD_ARGUMENTS = [
 @pytest.mark.parametrize("script, arguments, says", BAD_ARGUMENTS)
 def test_a_bench_script_refuses_a_bad_argument_before_it_starts(script, arguments, says, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     module = importlib.import_module(script)
     monkeypatch.setattr(module, "machine_info", _started)
     monkeypatch.setattr(sys, "argv", [f"{script}.py", *arguments])

@@ -2,7 +2,7 @@
 OpenAI-compatible endpoint on 127.0.0.1 that answers from a script. It is the path these tests name:
 a malformed tool call from the model (which no real model here can be made to send on demand), and
 the JSON-reply protocol's conversion of a reply into a tool call. The real local model runs this
-environment in tests/test_multiturn_env.py (vf-eval) and in scripts/bench_tool_calls.py."""
+environment in tests/test_multiturn_env.py (vf-eval) and in benchmarks/bench_tool_calls.py."""
 
 import json
 import re

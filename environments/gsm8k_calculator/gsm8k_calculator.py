@@ -16,7 +16,7 @@ message for that call, which the model reads; verifiers 0.1.5's ToolEnv raises i
 `json.loads` runs outside its try block), losing every rollout of the evaluation.
 
 `tool_protocol="json"` is for a model that was never trained to call tools (the local SmolLM2-135M
-calls none through OpenAI `tools`: scripts/bench_tool_calls.py). `JsonToolEnv` sends llama.cpp a
+calls none through OpenAI `tools`: benchmarks/bench_tool_calls.py). `JsonToolEnv` sends llama.cpp a
 JSON schema (`response_format`), so that each reply is one JSON object of one of two shapes, a call
 `{"tool_call": {"name": "calculate", "arguments": {"expression": "..."}}}` or a final answer
 `{"response": "..."}`: the grammar fixes the form; the model chooses the shape and writes the

@@ -184,11 +184,11 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     bfloat16 against 28.0 s in float32 (2 cores of an AMD EPYC with avx512_bf16,
     benchmarks/results/learnability-timing-2026-12-05.json); without them bfloat16 is emulated, 14x slower
     for an update on an AVX2 CPU (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores,
-    benchmarks/results/update-batch1-2026-12-03.json, scripts/bench_update.py --bf16), and TRL's GRPOConfig
+    benchmarks/results/update-batch1-2026-12-03.json, benchmarks/bench_update.py --bf16), and TRL's GRPOConfig
     turns it on by default: so the CPU settings always say which one they use.
     Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
     barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
-    (benchmarks/results/update-batch8-2026-12-03.json, written by scripts/bench_update.py).
+    (benchmarks/results/update-batch8-2026-12-03.json, written by benchmarks/bench_update.py).
     gpu: what `one_gpu_plan` decides for this GPU (capability, memory_gib: None reads GPU 0):
     bfloat16 autocast on 8.0+ GPUs, else float16 (Colab's T4, 7.5); gradient accumulation over
     small micro-batches; vLLM colocate where vllm is installed and the GPU has bfloat16.

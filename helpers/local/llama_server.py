@@ -102,10 +102,10 @@ class LocalModelServer(ChildServer):
     threads: int = field(default_factory=lambda: fixed_threads() or max(1, os.cpu_count() or 1))
     parallel: int = 4  # request slots served concurrently (continuous batching)
     ctx_per_slot: int = 2048
-    batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (scripts/bench_endpoint.py)
+    batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (benchmarks/bench_endpoint.py)
     # Threads' busy-polling level, 0-100 (llama.cpp's default: 50). 0: with 2 cores shared with the
     # kernel, one stream ran at 92 tokens/s instead of 69, 4 streams at 111 instead of 85
-    # (benchmarks/results/endpoint-2026-12-03.json, scripts/bench_endpoint.py).
+    # (benchmarks/results/endpoint-2026-12-03.json, benchmarks/bench_endpoint.py).
     poll: int | None = 0
     chat_template: str | None = None  # a Jinja chat template instead of the GGUF's own (e.g. one with tools)
     startup_timeout_s: float = 60.0

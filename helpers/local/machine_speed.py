@@ -2,7 +2,7 @@
 
 - `matmul_gflops(dtype)`: a short fixed matrix-multiply benchmark (torch, about a second);
 - `machine_record()`: both precisions' figures, for a result file's "machine_speed" key
-  (scripts/bench_learnability.py writes it), so that another machine can scale that file's minutes;
+  (benchmarks/bench_learnability.py writes it), so that another machine can scale that file's minutes;
 - `FILES`: which result file backs notebook 02's defaults in each precision (the one place to update);
 - `measured(precision)`: what that file measured (s/step, minutes, peak memory, and the CPU it ran on).
 
@@ -20,14 +20,14 @@ from helpers.local.paths import PROJECT_ROOT
 RESULTS = PROJECT_ROOT / "benchmarks" / "results"
 PRECISIONS = ("float32", "bfloat16")
 
-# Notebook 02's defaults, measured with scripts/bench_learnability.py, per training precision; None: not measured
+# Notebook 02's defaults, measured with benchmarks/bench_learnability.py, per training precision; None: not measured
 # yet. tests/test_install_check.py checks that each file's design is notebook 02's parameters cell.
 FILES: dict[str, str | None] = {
     "bfloat16": "learnability-arith-short-bf16-36-2026-12-05.json",
     "float32": "learnability-nb02-fp32-design-only-2026-12-06.json",
 }
 
-# Notebook 02 run whole (scripts/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
+# Notebook 02 run whole (benchmarks/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
 # llama.cpp servers read together all the way, in float32 (the larger of the two precisions' peaks). None: not measured.
 MEMORY_FILE: str | None = "notebooks-02-precision-float32-max_steps-6-hack_steps-2-2026-12-06.json"
 

@@ -2,8 +2,8 @@
 rollout path ("server": llama.cpp with a weight sync per step; "generate": TRL's model.generate) and
 seed, side by side. Prints a table and writes benchmarks/results/grpo-<date>.json.
 
-    .venv/bin/python scripts/bench_grpo.py                        # server and generate, seeds 0 and 1
-    .venv/bin/python scripts/bench_grpo.py --rollouts server --seeds 0 -p max_steps 3
+    .venv/bin/python benchmarks/bench_grpo.py                        # server and generate, seeds 0 and 1
+    .venv/bin/python benchmarks/bench_grpo.py --rollouts server --seeds 0 -p max_steps 3
 
 Each run is a fresh papermill execution in a temporary runs folder (no notebook 01 run to borrow
 examples from: before/after use the first test examples, greedy), so peak memory is the kernel's own.
@@ -23,9 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
+
+from helpers.results import machine_info, write_result
 
 NOTEBOOK = ROOT / "notebooks" / "02_traced_grpo_training.ipynb"
 

@@ -1,6 +1,6 @@
 """What local tracing costs: the same verifiers evaluation untraced and traced into the local store.
 
-    .venv/bin/python scripts/bench_tracing.py [--rollouts 32] [--max-tokens 64] [--repeats 2]
+    .venv/bin/python benchmarks/bench_tracing.py [--rollouts 32] [--max-tokens 64] [--repeats 2]
 
 One llama.cpp server (SmolLM2-135M, temperature 0, fixed seed) serves every run. Each run is a
 fresh Python process (untraced runs never import weave), and untraced/traced runs alternate so that
@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
 
 from helpers.local.parameters import GSM8K_ROWS
+from helpers.results import machine_info, write_result
 
 SERVER_KEY_ENV = "COURSE_BENCH_SERVER_KEY"  # the local server's per-start key, for the child processes
 

@@ -3,7 +3,7 @@ scoring (bench_learnability.evaluate: greedy, plus k samples a problem at the tr
 lenient, pass@1 from the k samples, pass@k), from the untrained model, each method timed as a whole. Prints a
 table and writes benchmarks/results/eval-methods-<date>.json.
 
-    .venv/bin/python scripts/bench_eval_methods.py [--problems 62] [--samples 8] [--full "llama.cpp x32"]
+    .venv/bin/python benchmarks/bench_eval_methods.py [--problems 62] [--samples 8] [--full "llama.cpp x32"]
 
 The methods: llama.cpp's server (the policy server, float16 GGUF) with 8 request slots as bench_learnability
 used it, and with more; transformers' own batched `generate` on the trainer's float32 weights, and in bfloat16
@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import bench_learnability as bl
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
 
 from helpers import grpo
+from helpers.results import machine_info, write_result
 
 SERVER_SLOTS = (8, 32, 64)
 HF_BATCHES = (64, 128)

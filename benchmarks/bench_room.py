@@ -2,8 +2,8 @@
 at once against the room's llama.cpp server (scripts/serve_room.py's); prints a table and writes
 benchmarks/results/room-<date>.json.
 
-    .venv/bin/python scripts/bench_room.py --lock /tmp/course-cpu.lock     # N = 1, 2, 4, 8, 16
-    .venv/bin/python scripts/bench_room.py --learners 1,2 --max-tokens 32  # a quick look
+    .venv/bin/python benchmarks/bench_room.py --lock /tmp/course-cpu.lock     # N = 1, 2, 4, 8, 16
+    .venv/bin/python benchmarks/bench_room.py --learners 1,2 --max-tokens 32  # a quick look
 
 Each simulated learner is a thread that runs notebook 01's section-5 evaluation with its default
 parameters: the classic `<think>` GSM8K environment (`vf.load_environment("gsm8k-course",
@@ -38,14 +38,17 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
 import httpx2 as httpx  # the HTTP package openai 3.x is built on
 import openai
 import psutil
 import verifiers as vf
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
 from serve_room import ROOM_CTX_PER_SLOT, ROOM_SLOTS, room_server
+
+from helpers.results import machine_info, write_result
 
 # Notebook 01's parameters cell (notebooks/01_traced_gsm8k_eval.ipynb) and its two evaluations.
 NOTEBOOK_01 = {"num_examples": 12, "rollouts_per_example": 2, "max_concurrent": 4, "temperature": 0.7,

@@ -14,9 +14,9 @@ serves) this measures:
 A task is kept for training when, at the training temperature, pass@8 exceeds pass@1 by 25 points
 or more: the right answer is among what the model samples, but not yet what it samples most.
 
-    .venv/bin/python scripts/bench_screen.py                      # every task, 100 problems each
-    .venv/bin/python scripts/bench_screen.py --tasks arith-1step-20 --problems 40
-    .venv/bin/python scripts/bench_screen.py --table              # the newest screen file as a table
+    .venv/bin/python benchmarks/bench_screen.py                      # every task, 100 problems each
+    .venv/bin/python benchmarks/bench_screen.py --tasks arith-1step-20 --problems 40
+    .venv/bin/python benchmarks/bench_screen.py --table              # the newest screen file as a table
 
 Each task's row is merged into benchmarks/results/screen-<date>.json as soon as it is measured.
 """
@@ -33,13 +33,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
+from arguments import whole_number
 from bench_learnability import ONE_LINE_PROMPT, SETTINGS, hash_lines, load_model
-from bench_results import RESULTS_DIR, cpu_flags, machine_info, whole_number, write_result
 
 from helpers import grpo
+from helpers.results import RESULTS_DIR, cpu_flags, machine_info, write_result
 
 TRAIN_TEMPERATURE = 0.9  # notebook 02's
 LOW_TEMPERATURE = 0.6

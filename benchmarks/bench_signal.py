@@ -4,10 +4,10 @@ sync), temperature 0.9, groups of 4, for several completion lengths. A run whose
 rewards moves no weight, so the CI parameters need a length at which that is very unlikely.
 Prints a table and writes benchmarks/results/signal-<date>.json.
 
-    .venv/bin/python scripts/bench_signal.py                        # 96, 128 and 160 tokens, 40 prompts x 4
-    .venv/bin/python scripts/bench_signal.py --lengths 96 128       # what signal-2026-12-03.json holds
-    .venv/bin/python scripts/bench_signal.py --lengths 96 160 --prompts 16
-    .venv/bin/python scripts/bench_signal.py --lengths 32 48 --system-prompt "..." --suffix answer-only
+    .venv/bin/python benchmarks/bench_signal.py                        # 96, 128 and 160 tokens, 40 prompts x 4
+    .venv/bin/python benchmarks/bench_signal.py --lengths 96 128       # what signal-2026-12-03.json holds
+    .venv/bin/python benchmarks/bench_signal.py --lengths 96 160 --prompts 16
+    .venv/bin/python benchmarks/bench_signal.py --lengths 32 48 --system-prompt "..." --suffix answer-only
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "environments" / "gsm8k_course"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "environments" / "gsm8k_course"), str(ROOT / "tests")]
 
-from bench_results import machine_info, positive_number, whole_number, write_result
+from arguments import positive_number, whole_number
 
 from helpers.local.parameters import GSM8K_ROWS
+from helpers.results import machine_info, write_result
 
 
 def main() -> None:

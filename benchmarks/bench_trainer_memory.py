@@ -5,7 +5,7 @@ the peak resident memory of the process and its llama.cpp server read together. 
 benchmarks/results/trainer-memory-<date>.json.
 
     git worktree add /tmp/oldtree ca3be0c
-    .venv/bin/python scripts/bench_trainer_memory.py --other /tmp/oldtree --steps 5
+    .venv/bin/python benchmarks/bench_trainer_memory.py --other /tmp/oldtree --steps 5
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
+
+from helpers.results import machine_info, write_result
 
 # Runs in a child process with the checkout under test first on sys.path; the memory is read by this checkout's
 # PeakMemory (an older checkout may not have it), around the whole run.
@@ -27,7 +29,7 @@ CHILD = """
 import importlib.util, json, os, sys
 from dataclasses import replace
 root, precision, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sys.path[:0] = [root, root + "/scripts"]
+sys.path[:0] = [root, root + "/benchmarks", root + "/scripts"]
 os.chdir(root)
 import bench_learnability as b
 spec = importlib.util.spec_from_file_location("course_memory", sys.argv[4])
@@ -71,7 +73,7 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
     args = parser.parse_args()
     if args.other is not None and not (args.other / "scripts" / "bench_learnability.py").is_file():
-        parser.error(f"{args.other} is not a checkout of the course (no scripts/bench_learnability.py)")
+        parser.error(f"{args.other} is not a checkout of the course (no benchmarks/bench_learnability.py)")
     trees = {"this checkout": ROOT, **({"other": args.other} if args.other else {})}
     info = machine_info()
     rows = []

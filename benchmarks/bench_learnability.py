@@ -7,10 +7,10 @@ evaluations of the held-out problems on the same PolicyServer (the float16 GGUF 
 weights, as notebook 02 does) before and after. The base evaluation is done once per setting
 (greedy on the same weights is deterministic) and kept in the result file.
 
-    .venv/bin/python scripts/bench_learnability.py --settings arith --seeds 0 1 2
-    .venv/bin/python scripts/bench_learnability.py --settings arith --time-steps 4   # s/step only, no eval
-    .venv/bin/python scripts/bench_learnability.py --base-only --settings gsm8k gsm8k-easy arith
-    .venv/bin/python scripts/bench_learnability.py --table                             # every setting's file
+    .venv/bin/python benchmarks/bench_learnability.py --settings arith --seeds 0 1 2
+    .venv/bin/python benchmarks/bench_learnability.py --settings arith --time-steps 4   # s/step only, no eval
+    .venv/bin/python benchmarks/bench_learnability.py --base-only --settings gsm8k gsm8k-easy arith
+    .venv/bin/python benchmarks/bench_learnability.py --table                             # every setting's file
 
 Accuracy is scored two ways on every held-out completion: strict (the number gsm8k-course's
 HashParser extracts after the last '####' equals the gold answer: the rubric's correct_answer) and
@@ -44,16 +44,16 @@ from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import RESULTS_DIR, cpu_flags, machine_info, whole_number, write_result
+from arguments import whole_number
 from bench_update import seconds_per_update
 
 from helpers import grpo
 from helpers.grpo import one_answer_line  # notebook 02's format exercise, as the course solves it
 from helpers.local.machine_speed import machine_record
 from helpers.local.memory import PeakMemory
+from helpers.results import RESULTS_DIR, cpu_flags, machine_info, write_result
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 

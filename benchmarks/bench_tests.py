@@ -3,8 +3,8 @@ own per-test durations (its JUnit XML), prints a table per file and writes
 benchmarks/results/tests-<date>.json (tests-quick-<date>.json for the quick tier) with the wall time, the
 outcome, every file's seconds, the slowest tests, and the CPU with its flags.
 
-    .venv/bin/python scripts/bench_tests.py            # the whole suite (CI's command)
-    .venv/bin/python scripts/bench_tests.py --quick    # the quick tier
+    .venv/bin/python benchmarks/bench_tests.py            # the whole suite (CI's command)
+    .venv/bin/python benchmarks/bench_tests.py --quick    # the quick tier
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, write_result
+from helpers.results import machine_info, write_result
 
 
 def read_junit(path: Path) -> tuple[dict, list, dict]:

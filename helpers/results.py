@@ -1,30 +1,27 @@
-"""Where every benchmark script keeps its result: benchmarks/results/<bench>-<date>.json.
+"""The result files in benchmarks/results/<bench>-<date>.json: how a benchmark writes one, and how the
+notebooks read them back.
 
-Each file records when, on what and from which commit it was measured (date, commit, CPU model,
-cores, load average before the run), next to the figures the script printed. README and notebook
-headers cite these files for every figure they state.
+Each file records when, on what and from which commit it was measured (date, commit, CPU model and
+flags, cores, load average before and after the run), next to the figures the benchmark printed. The
+README, the guides and the notebook headers cite these files for every figure they state.
 
-    from bench_results import machine_info, write_result   # scripts/ is on sys.path for a script
+    from helpers.results import machine_info, write_result
     info = machine_info()           # before the run: the load average is read now
     ...
     write_result("grpo", info, {"table": {...}, ...})
-
-Also the argparse types the scripts share (`whole_number`, `positive_number`): a bad value is refused by
-name before anything runs, and 0 is never read as "not given" (`args.steps or default` starts a full run).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
-import math
 import os
 import platform
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.local.paths import PROJECT_ROOT as ROOT
+
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
@@ -85,34 +82,3 @@ def write_result(bench: str, info: dict, result: dict, *, suffix: str = "") -> P
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"\nresult written to {path.relative_to(ROOT)}")
     return path
-
-
-def whole_number(at_least: int = 1, at_most: int | None = None, what: str = ""):
-    """An argparse type: a whole number from `at_least` to `at_most`; `what` says what it counts."""
-    about = f" ({what})" if what else ""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number{about}") from None
-        if value < at_least or (at_most is not None and value > at_most):
-            bounds = f"at least {at_least}" + (f" and at most {at_most}" if at_most is not None else "")
-            raise argparse.ArgumentTypeError(f"{value} is out of range: it must be {bounds}{about}")
-        return value
-    return parse
-
-
-def positive_number(what: str = ""):
-    """An argparse type: a finite number above 0; `what` says what it is."""
-    about = f" ({what})" if what else ""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number{about}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be a number above 0{about}")
-        return value
-    return parse

@@ -1,7 +1,7 @@
 """Benchmark of notebook 01's evaluation on the local endpoint; prints a table and writes
 benchmarks/results/eval-<date>.json.
 
-    .venv/bin/python scripts/bench_eval.py [--rollouts 16] [--max-tokens 256]
+    .venv/bin/python benchmarks/bench_eval.py [--rollouts 16] [--max-tokens 256]
 
 Rollouts per second of `env.evaluate` (the '#### N' GSM8K environment, temperature 0.7) at
 max_concurrent 1, 4 and 8, for llama.cpp servers with 4 and 8 request slots (n_parallel).
@@ -16,13 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
 
 from helpers import build_gsm8k_env
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 from helpers.local.parameters import GSM8K_ROWS
+from helpers.results import machine_info, write_result
 
 
 def main() -> None:

@@ -4,8 +4,8 @@ build), and the size of the wheels of each lock (requirements.lock: torch's CPU 
 PyPI's CUDA build, not installed here) from the sizes the package index publishes. Prints a summary and
 writes benchmarks/results/install-<date>.json.
 
-    .venv/bin/python scripts/bench_install.py               # the install and the sizes (~5-10 minutes)
-    .venv/bin/python scripts/bench_install.py --sizes-only  # only the published sizes (~1 minute)
+    .venv/bin/python benchmarks/bench_install.py               # the install and the sizes (~5-10 minutes)
+    .venv/bin/python benchmarks/bench_install.py --sizes-only  # only the published sizes (~1 minute)
 
 The clone is installed with this machine's pip configuration, as CI installs it; where that reads local
 mirrors, downloads are faster than a learner's (the result file names the sources).
@@ -23,13 +23,16 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_results import machine_info, write_result
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared modules
+
 from lockfile import read_lock
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from url_shown import shown
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.results import machine_info, write_result
+
 INDEX = "https://pypi.org/simple"  # where the sizes come from: the public index's JSON pages (PEP 691/700)
 LOCAL_TORCH = Path("/opt/wheels")  # this project's machines keep torch's CPU wheel here (not on PyPI)
 # The tags pip accepts for CPython 3.11 on Linux x86-64 with glibc 2.28 (torch 2.13's minimum), best first.

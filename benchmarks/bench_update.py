@@ -3,9 +3,9 @@ GRPO step that does not depend on how the rollouts were sampled: float32 vs TRL'
 autocast, and gradient checkpointing on vs off. Each case runs in a fresh process (peak memory is
 its own). Prints a table and writes benchmarks/results/update-<date>.json.
 
-    .venv/bin/python scripts/bench_update.py                     # notebook 02's batch: 8 x (130 + 200) tokens
-    .venv/bin/python scripts/bench_update.py --batch 1 --bf16    # float32 vs bfloat16 (slow on AVX2: small batch)
-    .venv/bin/python scripts/bench_update.py --batch 1 --busy 0 1 --threads 1 2
+    .venv/bin/python benchmarks/bench_update.py                     # notebook 02's batch: 8 x (130 + 200) tokens
+    .venv/bin/python benchmarks/bench_update.py --batch 1 --bf16    # float32 vs bfloat16 (slow on AVX2: small batch)
+    .venv/bin/python benchmarks/bench_update.py --batch 1 --busy 0 1 --threads 1 2
         # torch threads on an idle machine and beside other programs that keep cores busy: the rule of
         # helpers.grpo.default_threads, written to update-threads-<date>.json
 """
@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
+
+from helpers.results import machine_info, write_result
 
 
 def seconds_per_update(model, optimizer, batch: int, prompt: int, completion: int, bf16: bool, repeats: int) -> float:

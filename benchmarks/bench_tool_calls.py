@@ -1,7 +1,7 @@
 """Does the local SmolLM2-135M call tools? Tool-call rate, valid-argument rate, accuracy and turns
 on GSM8K with and without the calculator tool, through `gsm8k-calculator`'s ToolEnv.
 
-    .venv/bin/python scripts/bench_tool_calls.py [--num-examples 40] [--max-tokens 256] [--setups ...]
+    .venv/bin/python benchmarks/bench_tool_calls.py [--num-examples 40] [--max-tokens 256] [--setups ...]
 
 The same GSM8K test questions (shuffle seed 0), temperature 0, one rollout each, up to 4 model
 turns, in the set-ups of SETUPS below: five through OpenAI tool calling (the server's chat template
@@ -28,9 +28,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
+
 import verifiers as vf
 import xllamacpp as xlc
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
 from gsm8k_calculator import SYSTEM_PROMPT
 
 from helpers.env import quiet_library_logs
@@ -39,6 +42,7 @@ from helpers.local.child_process import NO_PROXY_OPENER
 from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 from helpers.local.parameters import GSM8K_ROWS
 from helpers.local.paths import display_path, runs_dir
+from helpers.results import machine_info, write_result
 
 # A ChatML template with tool support, written after Qwen2.5's: tools listed in the system
 # message, calls as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, results as

@@ -4,11 +4,11 @@ Prints minutes per notebook and per section, and writes benchmarks/results/noteb
 the figures the README, the notebooks' headers and INSTRUCTOR_GUIDE.md's agenda cite, and notebook 02's
 own figures (before/after, what it learned) as measured in workshop order.
 
-    .venv/bin/python scripts/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
-    .venv/bin/python scripts/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
-    .venv/bin/python scripts/bench_notebooks.py 04 --fresh-v1-env  # notebook 04, its environment made anew
-    .venv/bin/python scripts/bench_notebooks.py 01 02 --solved   # with every exercise solved (solutions/)
-    .venv/bin/python scripts/bench_notebooks.py 02 --solved -p precision float32   # as a laptop without bfloat16
+    .venv/bin/python benchmarks/bench_notebooks.py                 # all notebooks (~40 minutes on 2 cores)
+    .venv/bin/python benchmarks/bench_notebooks.py 00 01            # some of them: notebooks-00-01-<date>.json
+    .venv/bin/python benchmarks/bench_notebooks.py 04 --fresh-v1-env  # notebook 04, its environment made anew
+    .venv/bin/python benchmarks/bench_notebooks.py 01 02 --solved   # with every exercise solved (solutions/)
+    .venv/bin/python benchmarks/bench_notebooks.py 02 --solved -p precision float32   # as a laptop without bfloat16
 
 -p NAME VALUE sets a parameter of every notebook run that has it (papermill's -p); the result file's name and
 its "parameters" key say which were set.
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, write_result
+from helpers.results import machine_info, write_result
 
 V1_ENV = ROOT / ".venv-v1"
 

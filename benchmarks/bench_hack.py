@@ -8,8 +8,8 @@ exactly one '####' with a number after it, so a list of '#### N' lines earns not
 the token cap) and the format/correct rates of greedy held-out completions before and after, and
 the same indicators on the completions sampled during training (first and last 5 steps).
 
-    .venv/bin/python scripts/bench_hack.py                      # both rubrics, seeds 0 and 1
-    .venv/bin/python scripts/bench_hack.py --rewards one_answer_line --seeds 1
+    .venv/bin/python benchmarks/bench_hack.py                      # both rubrics, seeds 0 and 1
+    .venv/bin/python benchmarks/bench_hack.py --rewards one_answer_line --seeds 1
 
 Writes benchmarks/results/hack-<date>.json (runs merged in as they finish) and prints a table.
 The machinery (training, evaluation, scripted checks) is bench_learnability's.
@@ -23,12 +23,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
+from arguments import whole_number
 from bench_learnability import SETTINGS, one_answer_line, summarize, train_run
-from bench_results import RESULTS_DIR, machine_info, whole_number, write_result
 
 from helpers.local.parameters import GSM8K_ROWS
+from helpers.results import RESULTS_DIR, machine_info, write_result
 
 REWARDS = ("hash_format", "one_answer_line")
 

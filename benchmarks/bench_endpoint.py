@@ -5,7 +5,7 @@ GGUF and a float16 export of the same weights. Prints a table and writes
 benchmarks/results/endpoint-<date>.json (endpoint-quick-<date>.json with --quick). With --install it
 also times a fresh scripts/setup_env.sh.
 
-    .venv/bin/python scripts/bench_endpoint.py [--install] [--quick]
+    .venv/bin/python benchmarks/bench_endpoint.py [--install] [--quick]
 
 Targets: ready in <= 15 s; >= 80 tokens/s for one stream on 2 cores.
 """
@@ -23,9 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
-from bench_results import machine_info, whole_number, write_result
+from arguments import whole_number
+
+from helpers.results import machine_info, write_result
 
 TOKENS = 128
 PROMPT = "Write a short story about a robot who learns to count."
