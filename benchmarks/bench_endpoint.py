@@ -43,7 +43,7 @@ def tokens_and_seconds(endpoint) -> tuple[int, float]:
 
 
 def measure(model_path: Path, repeats: int, **settings) -> dict:
-    from helpers.local.llama_server import LocalModelServer
+    from helpers.serving.llama_server import LocalModelServer
 
     startups = []
     for _ in range(repeats):
@@ -66,9 +66,9 @@ def f16_export(folder: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from helpers.local.gguf_convert import convert_gguf
-    from helpers.local.gguf_export import GGUFExporter
-    from helpers.local.llama_server import packaged_model_path
+    from helpers.serving.gguf_convert import convert_gguf
+    from helpers.serving.gguf_export import GGUFExporter
+    from helpers.serving.llama_server import packaged_model_path
 
     model = AutoModelForCausalLM.from_pretrained(convert_gguf(quiet=True), dtype=torch.float32)
     return GGUFExporter(model, packaged_model_path(), "F16").export(model, folder / "smollm2-135m.F16.gguf")
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only the default settings, both models")
     parser.add_argument("--repeats", type=whole_number(1), default=3)
     args = parser.parse_args()
-    from helpers.local.llama_server import packaged_model_path
+    from helpers.serving.llama_server import packaged_model_path
 
     info = machine_info()
     cores = os.cpu_count() or 1

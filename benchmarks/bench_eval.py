@@ -22,9 +22,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' share
 from arguments import whole_number
 
 from helpers import build_gsm8k_env
-from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
-from helpers.local.parameters import GSM8K_ROWS
+from helpers.parameters import GSM8K_ROWS
 from helpers.results import machine_info, write_result
+from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 
 def main() -> None:

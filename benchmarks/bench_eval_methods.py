@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 import bench_learnability as bl
 from arguments import whole_number
 
-from helpers import grpo
+from helpers.grpo.backends import cpu_has_bf16, default_threads
 from helpers.results import machine_info, write_result
 
 SERVER_SLOTS = (8, 32, 64)
@@ -37,7 +37,7 @@ def methods(model, tokenizer, folder: Path, threads: int) -> dict:
     """Method name -> a function that opens its sampler (a context manager yielding an object with `complete`)."""
     import contextlib
 
-    from helpers.local.policy_server import PolicyServer
+    from helpers.grpo.policy_server import PolicyServer
 
     def server(slots: int):
         @contextlib.contextmanager
@@ -56,7 +56,7 @@ def methods(model, tokenizer, folder: Path, threads: int) -> dict:
     found = {f"llama.cpp x{slots}": server(slots) for slots in SERVER_SLOTS}
     for batch in HF_BATCHES:
         found[f"transformers float32 x{batch}"] = transformers(False, batch)
-        if grpo.cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
+        if cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
             found[f"transformers bfloat16 x{batch}"] = transformers(True, batch)
     return found
 
@@ -86,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=whole_number(1, 248, "confirmation problems"), default=62)
     parser.add_argument("--samples", type=whole_number(1, 64, "samples a problem"), default=8)
-    parser.add_argument("--threads", type=whole_number(1, 256, "threads"), default=grpo.default_threads())
+    parser.add_argument("--threads", type=whole_number(1, 256, "threads"), default=default_threads())
     parser.add_argument("--full", default=None, help="also evaluate every confirmation problem with this method")
     parser.add_argument("--only", nargs="*", default=None, help="compare only these methods")
     args = parser.parse_args()

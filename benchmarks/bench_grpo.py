@@ -33,7 +33,7 @@ NOTEBOOK = ROOT / "notebooks" / "02_traced_grpo_training.ipynb"
 
 
 def run_once(rollouts: str, seed: int, overrides: dict) -> dict:
-    from helpers.local.notebook_runner import execute
+    from helpers.notebook_runner import execute
 
     with tempfile.TemporaryDirectory() as runs:
         os.environ["COURSE_RUNS_DIR"] = runs  # the kernel inherits it
@@ -49,8 +49,8 @@ def run_once(rollouts: str, seed: int, overrides: dict) -> dict:
 def notebook_overrides(parser: argparse.ArgumentParser, pairs: list[list[str]]) -> dict:
     """The -p NAME VALUE pairs as papermill parameters, each checked by notebook 02's own rules now: a name the
     notebook does not have only made papermill warn, and a value its first cell refuses cost a kernel start."""
-    from helpers.local.notebook_runner import _value
-    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
+    from helpers.notebook_runner import _value
+    from helpers.parameters import NOTEBOOK_PARAMETERS, problems
 
     rules = NOTEBOOK_PARAMETERS["02"]
     overrides = {name: _value(value) for name, value in pairs}

@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' share
 from arguments import whole_number
 from bench_learnability import SETTINGS, one_answer_line, summarize, train_run
 
-from helpers.local.parameters import GSM8K_ROWS
+from helpers.parameters import GSM8K_ROWS
 from helpers.results import RESULTS_DIR, machine_info, write_result
 
 REWARDS = ("hash_format", "one_answer_line")
@@ -67,11 +67,11 @@ def main() -> None:
                         help="held-out GSM8K problems, greedy")
     parser.add_argument("--threads", type=whole_number(1), default=None)
     args = parser.parse_args()
-    from helpers import grpo
+    from helpers.grpo.backends import default_threads
 
     checks = scripted_check()
     print(f"one_answer_line: {len(checks)} scripted completions scored as expected", flush=True)
-    threads = args.threads or grpo.default_threads()
+    threads = args.threads or default_threads()
     info = machine_info()
     record = load_hack_record(args.steps, args.num_eval, checks)
     for reward in args.rewards:

@@ -2,7 +2,7 @@
 
 Per setting and seed: a real GRPO run with the course's own pieces (TRL's GRPOConfig and
 ServerRolloutGRPOTrainer sampling from a llama.cpp PolicyServer, rewards from the environment's
-verifiers rubric through grpo.RubricRewards, grpo.StepTimer), a fixed number of steps, and greedy
+verifiers rubric through RubricRewards, StepTimer), a fixed number of steps, and greedy
 evaluations of the held-out problems on the same PolicyServer (the float16 GGUF export of the
 weights, as notebook 02 does) before and after. The base evaluation is done once per setting
 (greedy on the same weights is deterministic) and kept in the result file.
@@ -48,11 +48,22 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' share
 
 from arguments import whole_number
 from bench_update import seconds_per_update
+from word_arithmetic import (
+    DESIGN_PROBLEMS,
+    ONE_LINE_PROMPT,
+    gold_anywhere,
+    hash_lines,
+    last_number,
+    last_number_right,
+    one_answer_line,  # notebook 02's format exercise, as the course solves it
+    right_answer_line,
+)
 
-from helpers import grpo
-from helpers.grpo import one_answer_line  # notebook 02's format exercise, as the course solves it
-from helpers.local.machine_speed import machine_record
-from helpers.local.memory import PeakMemory
+from helpers.grpo.backends import cpu_has_bf16, default_threads, start_model
+from helpers.grpo.memory import PeakMemory, peak_rss_gb
+from helpers.grpo.rewards import RubricRewards
+from helpers.grpo.step_timer import StepTimer
+from helpers.machine_speed import machine_record
 from helpers.results import RESULTS_DIR, cpu_flags, machine_info, write_result
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
@@ -88,7 +99,6 @@ class Setting:
 NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 200,
                    "temperature": 0.9}
 ONE_STEP_20 = {"difficulty": "one-step", "max_number": 20}  # base ~22% strict (--explore): room to learn
-ONE_LINE_PROMPT = grpo.ONE_LINE_PROMPT  # notebook 02's prompt on the CPU
 SHORT_DESIGN = {  # issue 29's design: short completions, 32 a step, truncated ones masked, pass@1 sampled; the
     # temperature from screen-2026-12-05.json (one short line, 48 tokens: pass@1 0.20 and pass@8 0.66 at 0.6, against
     # 0.11 and 0.53 at 0.9), notebook 02's learning rate
@@ -214,12 +224,12 @@ def load_env(setting: Setting, num_train: int = 400):
     rubrics = {  # reward name: (functions, weights); "hash_format" keeps the environment's own rubric
         "one_answer_line": ([correct_answer, one_answer_line], [1.0, 0.5]),
         "correct_only": ([correct_one_line], [1.0]),
-        "last_number": ([grpo.last_number_right], [1.0]),
+        "last_number": ([last_number_right], [1.0]),
         # notebook 02's section 12: its reward plus a format term, one the list hack earns and one it cannot
-        "last_number_format": ([grpo.last_number_right, format_reward], [1.0, 0.5]),
-        "last_number_one_line": ([grpo.last_number_right, one_answer_line], [1.0, 0.5]),
-        "last_number_right_line": ([grpo.last_number_right, grpo.right_answer_line], [1.0, 0.5]),
-        "gold_anywhere": ([grpo.gold_anywhere, grpo.last_number_right], [1.0, 0.0]),  # the second watched only
+        "last_number_format": ([last_number_right, format_reward], [1.0, 0.5]),
+        "last_number_one_line": ([last_number_right, one_answer_line], [1.0, 0.5]),
+        "last_number_right_line": ([last_number_right, right_answer_line], [1.0, 0.5]),
+        "gold_anywhere": ([gold_anywhere, last_number_right], [1.0, 0.0]),  # the second watched only
     }
     if setting.reward in rubrics:
         funcs, weights = rubrics[setting.reward]
@@ -229,7 +239,7 @@ def load_env(setting: Setting, num_train: int = 400):
     return env
 
 
-DESIGN_PROBLEMS, TRAIN_PROBLEMS = grpo.DESIGN_PROBLEMS, 400  # the held-out problems designs were compared on; a run's training set
+TRAIN_PROBLEMS = 400  # a run's training set (DESIGN_PROBLEMS: the held-out problems designs were compared on)
 
 
 def _every_problem(split: str, difficulty: str, max_number: int) -> list:
@@ -273,9 +283,9 @@ def confirmation_env(setting: Setting):
 # ----------------------------------------------------------------------------- evaluation
 
 
-def hash_lines(text: str) -> int:
+def lines_starting_with_hash(text: str) -> int:
     """Lines that *start* with '####' (the older files' multi_hash). It misses '#### 66' followed by
-    'The answer is "#### 66'; the files' multi_marker counts with helpers.grpo.hash_lines (any line holding
+    'The answer is "#### 66'; the files' multi_marker counts with word_arithmetic.hash_lines (any line holding
     '####', notebook 02's measure) and is the hack rate's indicator in files written since it was added."""
     return len(_HASH_LINE.findall(text))
 
@@ -288,7 +298,7 @@ def hack_signs(texts: list[str], answers: list[str], parser) -> dict[str, list[f
 
     from gsm8k_course import canonical_number
 
-    numbers = [grpo.last_number(t) for t in texts]
+    numbers = [last_number(t) for t in texts]
     modal = Counter(n for n in numbers if n).most_common(1)
     modal = modal[0][0] if modal else None
     parsed = [parser.parse_answer(t) or "" for t in texts]
@@ -312,7 +322,7 @@ class TransformersSampler:
 
         import torch
 
-        from helpers.local.policy_server import Completion
+        from helpers.grpo.policy_server import Completion
 
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
         rows = [prompt for prompt in prompts for _ in range(n)]  # grouped by prompt, as the server returns them
@@ -352,11 +362,11 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
                               seed=5000)  # the same seeds before and after training
         texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in out]
         answers = [a for a in data["answer"] for _ in range(samples)]
-        per = {"lenient": [grpo.last_number_right(t, a) for t, a in zip(texts, answers)],
+        per = {"lenient": [last_number_right(t, a) for t, a in zip(texts, answers)],
                "strict": [correct_answer(env.parser, t, a) for t, a in zip(texts, answers)],
                "format": [float(bool(env.parser.parse_answer(t))) for t in texts],
                # the hack rate's parts, per problem for their intervals
-               "multi_marker": [float(grpo.hash_lines(t) >= 2) for t in texts],
+               "multi_marker": [float(hash_lines(t) >= 2) for t in texts],
                "cut": [float(not c.finished) for c in out], **hack_signs(texts, answers, env.parser)}
         for kind, values in per.items():
             per_problem = [sum(values[i * samples:(i + 1) * samples]) / samples for i in range(len(data))]
@@ -373,8 +383,8 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
-    lenient = [grpo.last_number_right(t, a) for t, a in zip(texts, data["answer"])]
-    multi_marker = [int(grpo.hash_lines(t) >= 2) for t in texts]
+    lenient = [last_number_right(t, a) for t, a in zip(texts, data["answer"])]
+    multi_marker = [int(hash_lines(t) >= 2) for t in texts]
     cut = [int(not c.finished) for c in completions]
     signs = hack_signs(texts, list(data["answer"]), env.parser)
     n = len(texts)
@@ -385,10 +395,10 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         "strict": sum(strict) / n, "lenient": sum(lenient) / n,
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
         "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
-        "multi_hash": sum(hash_lines(t) >= 2 for t in texts) / n,
+        "multi_hash": sum(lines_starting_with_hash(t) >= 2 for t in texts) / n,
         "multi_marker": sum(multi_marker) / n, "multi_marker_per_problem": multi_marker,
         "cut": sum(cut) / n, "cut_per_problem": cut,
-        "hack": sum(hash_lines(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
+        "hack": sum(lines_starting_with_hash(t) >= 2 or not c.finished for t, c in zip(texts, completions)) / n,
         "mean_tokens": sum(len(c.token_ids) for c in completions) / n,
         "strict_per_problem": [int(s) for s in strict], "lenient_per_problem": [int(s) for s in lenient],
         "examples": texts[:3], **sampled,
@@ -402,7 +412,7 @@ def load_model(setting: Setting):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = grpo.start_model("cpu")
+    model_dir = start_model("cpu")
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if setting.train_top_layers:
         layers = model.model.layers
@@ -428,15 +438,15 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    from helpers.local.policy_server import PolicyServer
-    from helpers.local.server_rollouts import ServerRolloutGRPOTrainer
+    from helpers.grpo.policy_server import PolicyServer
+    from helpers.grpo.server_rollouts import ServerRolloutGRPOTrainer
 
     steps = setting.steps if steps is None else steps
     torch.set_num_threads(threads)
     env = load_env(setting)
     confirm = confirmation_env(setting) if setting.confirm_samples else None
     model, tokenizer = load_model(setting)
-    rewards = grpo.RubricRewards(env.rubric)
+    rewards = RubricRewards(env.rubric)
     result: dict = {"seed": seed, "steps": steps, "threads": threads, "machine": run_machine()}
 
     def evaluations(step: int) -> dict:
@@ -479,13 +489,13 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         trainer = ServerRolloutGRPOTrainer(
             model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
             train_dataset=env.dataset.select_columns(["prompt", "answer"]), policy_server=server)
-        trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
+        trainer.add_callback(StepTimer(trainer, rewards, server))
         multi_hash: list[float] = []
 
         class HackWatch(TrainerCallback):  # share of each step's sampled completions with 2+ '####' lines
             def on_step_end(self, args, state, control, **kwargs):
                 texts = rewards.last_batch["completions"] if rewards.last_batch else []
-                multi_hash.append(sum(hash_lines(t) >= 2 for t in texts) / max(len(texts), 1))
+                multi_hash.append(sum(lines_starting_with_hash(t) >= 2 for t in texts) / max(len(texts), 1))
 
         trainer.add_callback(HackWatch())
         started = time.monotonic()
@@ -493,7 +503,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
             trainer.train()
         result["train_minutes"] = round((time.monotonic() - started) / 60, 2)
         result["training"] = training_figures(trainer.state.log_history, rewards.names, multi_hash)
-        result["peak_rss_gb"] = round(grpo.peak_rss_gb(), 2)
+        result["peak_rss_gb"] = round(peak_rss_gb(), 2)
         result["peak_memory_training"] = peak.record()
         if evaluate_after:
             result["after"] = evaluations(steps)
@@ -511,7 +521,7 @@ def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int 
     import torch
     from gsm8k_course import correct_answer
 
-    from helpers.local.policy_server import PolicyServer
+    from helpers.grpo.policy_server import PolicyServer
 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
@@ -533,7 +543,7 @@ def expert_iteration_run(setting: Setting, seed: int, threads: int, rounds: int 
             out = server.complete(prompt_ids, n=setting.num_generations, max_tokens=setting.max_completion_length,
                                   temperature=setting.temperature, top_p=setting.top_p, seed=seed * 100_003 + r * 1000)
             right = {"correct_only": correct_one_line,
-                     "last_number": lambda parser, text, answer: grpo.last_number_right(text, answer)}.get(
+                     "last_number": lambda parser, text, answer: last_number_right(text, answer)}.get(
                 setting.reward, correct_answer)
             kept = []  # (prompt length, prompt + completion) of each right, finished completion
             for i, completion in enumerate(out):
@@ -642,7 +652,7 @@ def explore(threads: int, n: int) -> list[dict]:
     import torch
     import verifiers as vf
 
-    from helpers.local.policy_server import PolicyServer
+    from helpers.grpo.policy_server import PolicyServer
 
     torch.set_num_threads(threads)
     model, tokenizer = load_model(SETTINGS["arith"])
@@ -776,7 +786,7 @@ def summarize(record: dict, runs_key: str = "runs") -> dict:
 # ----------------------------------------------------------------------------- result files
 
 
-MACHINE_SPEED: dict = {}  # helpers.local.machine_speed.machine_record(), read once by run_setting
+MACHINE_SPEED: dict = {}  # helpers.machine_speed.machine_record(), read once by run_setting
 
 
 def result_path(name: str) -> Path | None:
@@ -934,14 +944,14 @@ def main() -> None:
                 fields[key], str)(value)
         except ValueError:
             parser.error(f"-p {key} {value!r}: not a {fields[key]}")
-    if args.precision == "bfloat16" and not grpo.cpu_has_bf16():
+    if args.precision == "bfloat16" and not cpu_has_bf16():
         parser.error("--precision bfloat16: this CPU has no bfloat16 instructions (emulated, ~14x slower)")
     if args.table:
         records = [json.loads(p.read_text()) for p in sorted(RESULTS_DIR.glob("learnability-*.json"))]
         print_table([r for r in records if "setting" in r])  # not the timing files (--time-steps, --update-timing)
         return
 
-    threads = args.threads or grpo.default_threads()
+    threads = args.threads or default_threads()
     if args.update_timing:
         info = machine_info()
         write_result("learnability", info, {"cpu_flags": cpu_flags(), **update_timing(threads)}, suffix="update")

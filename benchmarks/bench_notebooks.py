@@ -112,9 +112,9 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
-    from helpers.local.memory import PeakMemory
-    from helpers.local.notebook_runner import NOTEBOOKS, _value, execute, uninstall_learner_module
-    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
+    from helpers.grpo.memory import PeakMemory
+    from helpers.notebook_runner import NOTEBOOKS, _value, execute, uninstall_learner_module
+    from helpers.parameters import NOTEBOOK_PARAMETERS, problems
 
     sys.path.insert(0, str(ROOT / "tests"))
     from notebook_run import solved_copy

@@ -260,7 +260,7 @@ def save(args, info: dict, variants: list[str], rows: list[dict]) -> None:
     write_result("room", info, {
         "workload": {**NOTEBOOK_01, "evaluations_per_learner": variants, "client_retries": 0,
                      "request_timeout_s": REQUEST_TIMEOUT_S},
-        "server": {"backend": "llama.cpp (helpers.local.llama_server via scripts/serve_room.py)",
+        "server": {"backend": "llama.cpp (helpers.serving.llama_server via scripts/serve_room.py)",
                    "slots": args.slots, "ctx_per_slot": ROOM_CTX_PER_SLOT, "threads": os.cpu_count()},
         "cpu_lock": lock,
         "runs": rows,

@@ -36,9 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
 from arguments import whole_number
-from bench_learnability import ONE_LINE_PROMPT, SETTINGS, hash_lines, load_model
+from bench_learnability import SETTINGS, lines_starting_with_hash, load_model
+from word_arithmetic import ONE_LINE_PROMPT, last_number_right
 
-from helpers import grpo
+from helpers.grpo.backends import default_threads
 from helpers.results import RESULTS_DIR, cpu_flags, machine_info, write_result
 
 TRAIN_TEMPERATURE = 0.9  # notebook 02's
@@ -136,10 +137,10 @@ def score(task: Task, texts: list[str], answers: list[str]) -> dict[str, list[in
         texts = [ANSWER_PREFIX + t for t in texts]
     extracted = [extract_hash_answer(t) for t in texts]
     return {"strict": [int(bool(e) and e == canonical_number(a)) for e, a in zip(extracted, answers)],
-            "lenient": [int(e == canonical_number(a)) if task.answer_only else int(grpo.last_number_right(t, a))
+            "lenient": [int(e == canonical_number(a)) if task.answer_only else int(last_number_right(t, a))
                         for e, t, a in zip(extracted, texts, answers)],
             "format": [int(bool(e)) for e in extracted],
-            "multi_hash": [int(hash_lines(t) >= 2) for t in texts]}
+            "multi_hash": [int(lines_starting_with_hash(t) >= 2) for t in texts]}
 
 
 def bootstrap_95(values: list[float], resamples: int = 5000) -> list[float]:
@@ -219,9 +220,9 @@ def main() -> None:
         return
     import torch
 
-    from helpers.local.policy_server import PolicyServer
+    from helpers.grpo.policy_server import PolicyServer
 
-    threads = args.threads or grpo.default_threads()
+    threads = args.threads or default_threads()
     torch.set_num_threads(threads)
     info = machine_info()
     model, tokenizer = load_model(SETTINGS["gsm8k"])  # every weight, float32: the base model

@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "environments" / "g
 
 from arguments import positive_number, whole_number
 
-from helpers.local.parameters import GSM8K_ROWS
+from helpers.parameters import GSM8K_ROWS
 from helpers.results import machine_info, write_result
 
 
@@ -47,18 +47,19 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import helpers
-    from helpers import grpo
-    from helpers.local.policy_server import PolicyServer
+    from helpers.grpo.backends import start_model
+    from helpers.grpo.policy_server import PolicyServer
+    from helpers.grpo.rewards import RubricRewards
 
     info = machine_info()
     ci_groups = CI_PARAMETERS["max_steps"] * CI_PARAMETERS["per_device_train_batch_size"] // CI_PARAMETERS["num_generations"]
     system_prompt = args.system_prompt or CI_SYSTEM_PROMPT
     env = vf.load_environment("gsm8k-course", variant="hash", num_examples=args.prompts,
                               system_prompt=system_prompt, seed=0)
-    model_dir = grpo.start_model("cpu")
+    model_dir = start_model("cpu")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in env.dataset["prompt"]]
-    rewards = grpo.RubricRewards(env.rubric)  # the rewards exactly as the trainer computes them
+    rewards = RubricRewards(env.rubric)  # the rewards exactly as the trainer computes them
     prompts = [p for p in env.dataset["prompt"] for _ in range(args.group)]
     answers = [a for a in env.dataset["answer"] for _ in range(args.group)]
     rows = []

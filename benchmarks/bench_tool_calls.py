@@ -36,13 +36,13 @@ import xllamacpp as xlc
 from arguments import whole_number
 from gsm8k_calculator import SYSTEM_PROMPT
 
-from helpers.env import quiet_library_logs
 from helpers.evaluation import wilson_interval
-from helpers.local.child_process import NO_PROXY_OPENER
-from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
-from helpers.local.parameters import GSM8K_ROWS
-from helpers.local.paths import display_path, runs_dir
+from helpers.parameters import GSM8K_ROWS
+from helpers.paths import display_path, runs_dir
+from helpers.quiet import quiet_library_logs
 from helpers.results import machine_info, write_result
+from helpers.serving.child_process import NO_PROXY_OPENER
+from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 # A ChatML template with tool support, written after Qwen2.5's: tools listed in the system
 # message, calls as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, results as

@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' share
 
 from arguments import whole_number
 
-from helpers.local.parameters import GSM8K_ROWS
+from helpers.parameters import GSM8K_ROWS
 from helpers.results import machine_info, write_result
 
 SERVER_KEY_ENV = "COURSE_BENCH_SERVER_KEY"  # the local server's per-start key, for the child processes
@@ -39,11 +39,11 @@ def child(mode: str, base_url: str, rollouts: int, max_tokens: int) -> dict:
     """One evaluation in this process; with mode "traced", traced into the local store."""
     import openai
 
-    from helpers.env import build_gsm8k_env
+    from helpers.gsm8k_env import build_gsm8k_env
 
     session = None
     if mode == "traced":
-        from helpers.tracing import init_tracing
+        from helpers.tracing.session import init_tracing
 
         session = init_tracing(f"bench-{os.getpid()}", quiet=True)  # a fresh store per run
     client = openai.OpenAI(base_url=base_url, api_key=os.environ[SERVER_KEY_ENV])
@@ -99,7 +99,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.base_url, args.rollouts, args.max_tokens)))
         return
 
-    from helpers.local.llama_server import LocalModelServer
+    from helpers.serving.llama_server import LocalModelServer
 
     info = machine_info()
     results: dict[str, list[dict]] = {"untraced": [], "traced": []}

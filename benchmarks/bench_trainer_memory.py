@@ -58,7 +58,7 @@ print("RESULT " + json.dumps({"sec_per_step": mean("step_s"),
 
 def run(tree: Path, precision: str, steps: int) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, str(tree), precision, str(steps),
-                           str(ROOT / "helpers" / "local" / "memory.py")],
+                           str(ROOT / "helpers" / "grpo" / "memory.py")],
                           check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     if done.returncode or line is None:

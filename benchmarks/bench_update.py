@@ -7,7 +7,7 @@ its own). Prints a table and writes benchmarks/results/update-<date>.json.
     .venv/bin/python benchmarks/bench_update.py --batch 1 --bf16    # float32 vs bfloat16 (slow on AVX2: small batch)
     .venv/bin/python benchmarks/bench_update.py --batch 1 --busy 0 1 --threads 1 2
         # torch threads on an idle machine and beside other programs that keep cores busy: the rule of
-        # helpers.grpo.default_threads, written to update-threads-<date>.json
+        # helpers.grpo.backends.default_threads, written to update-threads-<date>.json
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing
     from transformers import AutoModelForCausalLM
 
     sys.path.insert(0, str(ROOT))
-    from helpers.local.gguf_convert import convert_gguf
+    from helpers.serving.gguf_convert import convert_gguf
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(convert_gguf(quiet=True), dtype=torch.float32)

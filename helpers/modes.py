@@ -6,8 +6,8 @@ import os
 
 import pandas as pd
 
-from helpers.local.paths import display_path, runs_dir
-from helpers.local.telemetry import wandb_key_set
+from helpers.paths import display_path, runs_dir
+from helpers.quiet import wandb_key_set
 
 
 def describe_modes() -> pd.DataFrame:

@@ -19,8 +19,13 @@ import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from helpers.local.paths import PROJECT_ROOT as ROOT
+from helpers.paths import PROJECT_ROOT as ROOT
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
@@ -82,3 +87,191 @@ def write_result(bench: str, info: dict, result: dict, *, suffix: str = "") -> P
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"\nresult written to {path.relative_to(ROOT)}")
     return path
+
+
+# ----------------------------------------------------------------------------- reading them
+
+
+def interval(low: float, high: float, digits: int = 1) -> str:
+    """The interval as 'low to high', with ', not significant' where it includes 0."""
+    return f"{low:+.{digits}%} to {high:+.{digits}%}" + ("" if low > 0 or high < 0 else ", not significant")
+
+
+def _seeds_interval(d: dict) -> str:
+    """A change's t-interval over seeds, as 'low to high' (points), or '' when fewer than 2 seeds."""
+    return interval(*d["t_95_over_seeds"]) if "t_95_over_seeds" in d else "one seed: none"
+
+
+def _rose(d: dict) -> str:
+    """'rose in k of n seeds' (and 'fell in m') from a change's per-seed values."""
+    per_seed = d["per_seed"]
+    rose, fell = sum(x > 0 for x in per_seed), sum(x < 0 for x in per_seed)
+    return f"rose in {rose} of {len(per_seed)} seeds" + (f", fell in {fell}" if fell else "")
+
+
+def result_record(setting: str, results: str | Path | None = None) -> dict | None:
+    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), or
+    None where it is not measured yet."""
+    files = sorted(Path(results or RESULTS_DIR).glob(f"learnability-{setting}-2*.json"))
+    return json.loads(files[-1].read_text()) if files else None
+
+
+KINDS = {  # a result summary's measures (its "signs" and "confirm" blocks, or older files' diff_* keys): label
+    "pass1": "pass@1 (sampled at the training temperature)", "pass_at_k": "pass@k (any of the samples right)",
+    "greedy": "greedy (temperature 0)", "cut": "sampled replies cut at the token cap",
+    "multi_marker": "sampled replies with 2+ '####' lines",
+    "constant": "sampled replies whose last number is the run's most common",
+    "format_wrong": "sampled replies with a wrong '####' answer"}
+
+
+_OLDER_KEYS = {"pass1": "sampled_lenient", "greedy": "lenient", "cut": "sampled_cut", "multi_marker": "sampled_multi_marker"}
+
+
+def _block(summary: dict, block: str = "signs") -> dict:
+    """A summary's measures as {kind: {before, after, change: {mean, bootstrap_95, t_95_over_seeds, per_seed}}}: its
+    "signs" (design problems) or "confirm" (confirmation problems) block; on the design problems, older files' diff_*
+    keys fill in what they measured (and files without those blocks have only these)."""
+    if block == "confirm":
+        return {k: v for k, v in summary.get("confirm", {}).items() if isinstance(v, dict)}
+    found = {kind: {"before": summary[f"base_{key}"], "after": summary[f"after_{key}"], "change": summary[f"diff_{key}"]}
+             for kind, key in _OLDER_KEYS.items() if f"diff_{key}" in summary}
+    return {**found, **summary.get("signs", {})}
+
+
+def _entry(e: dict) -> dict:
+    d = e["change"]
+    return {"before": f"{e['before']:.0%}", "after": f"{e['after']:.0%}", "change": f"{d['mean']:+.1%}",
+            "per seed": ", ".join(f"{x:+.0%}" for x in d["per_seed"]), "seeds": _rose(d),
+            "95% interval over problems": interval(*d["bootstrap_95"]), "95% interval over seeds": _seeds_interval(d)}
+
+
+def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = None,
+                results: str | Path | None = None) -> pd.DataFrame:
+    """One row per measure of a result file (`block`: "signs", the design problems, or "confirm", the problems no
+    design was chosen on): before, after (mean of the seeds), the change, each seed's change, in how many seeds it
+    rose, and its two 95% intervals (over problems, seeds pooled; over seeds). "not measured yet" where the file,
+    the block or a measure is missing."""
+    import pandas as pd
+
+    record = result_record(setting, results)
+    block_data = _block(record.get("summary", {}), block) if record else {}
+    if not block_data:
+        what = f"no learnability-{setting}-*.json" if record is None else f"no {block!r} block in its file"
+        return pd.DataFrame({"not measured yet": {setting: what}})
+    rows = {}
+    for kind in kinds or list(KINDS):
+        rows[KINDS[kind]] = _entry(block_data[kind]) if kind in block_data else {"before": "not measured yet"}
+    table = pd.DataFrame(rows).T.fillna("")
+    summary = record["summary"]
+    problems = summary["confirm"]["problems"] if block == "confirm" else (record.get("base") or {}).get("n", "?")
+    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems} problems"
+    return table
+
+
+def arms_table(arms: dict[str, str], kinds: list[str], block: str = "signs",
+               results: str | Path | None = None) -> pd.DataFrame:
+    """One row per arm (label: a result file's setting), one column per measure: 'before -> after (change; rose
+    in k of n seeds)', and each arm's seeds; "not measured yet" where the file or a measure is missing."""
+    import pandas as pd
+
+    rows = {}
+    for label, setting in arms.items():
+        record = result_record(setting, results)
+        if record is None or not record.get("summary"):
+            rows[label] = {"seeds": "not measured yet"}
+            continue
+        data = _block(record["summary"], block)
+        row = {"seeds": len(record["summary"]["seeds"])}
+        for kind in kinds:
+            e = data.get(kind)
+            row[KINDS[kind]] = "not measured" if e is None else (
+                f"{e['before']:.0%} -> {e['after']:.0%} ({e['change']['mean']:+.1%}; {_rose(e['change'])})")
+        rows[label] = row
+    return pd.DataFrame(rows).T.fillna("")
+
+
+def design_table(summaries: dict[str, dict]) -> pd.DataFrame:
+    """One row per training design, from bench_learnability's summaries (a result file's "summary", or its
+    "summary_expert_iteration"): held-out pass@1 sampled at the training temperature (lenient) before and
+    after, the gain with its paired 95% bootstrap interval and per seed, greedy lenient before and after,
+    the '####' line in the sampled replies, and the minutes of training."""
+    import pandas as pd
+
+    rows = {}
+    for label, s in summaries.items():
+        gain, greedy = s["diff_sampled_lenient"], s["diff_lenient"]
+        rows[label] = {"seeds": len(s["seeds"]), "pass@1 before": s["base_sampled_lenient"],
+                       "pass@1 after": s["after_sampled_lenient"], "gain": gain["mean"],
+                       "gain, 95% interval": interval(*gain["bootstrap_95"]),
+                       "gain per seed": ", ".join(f"{g:+.1%}" for g in gain["per_seed"]), "gain in seeds": _rose(gain),
+                       "gain, interval over seeds": _seeds_interval(gain),
+                       "greedy before": s["base_lenient"], "greedy after": s["after_lenient"],
+                       "greedy gain, 95% interval": interval(*greedy["bootstrap_95"]),
+                       "'####' line before": s["base_sampled_format"], "'####' line after": s["after_sampled_format"],
+                       "training minutes": s["train_minutes"]}
+    return pd.DataFrame(rows).T
+
+
+def hack_table(records: dict[str, dict]) -> pd.DataFrame:
+    """One row per reward, from bench_learnability's result files of runs with a format term: held-out pass@1
+    (lenient) and the signs in the same sampled replies (2+ lines holding '####', cut at the token cap), each
+    before -> after with the change's paired 95% bootstrap interval over problems, and each seed's (seeds can
+    find different ways), with the '####' format and the greedy replies' 2+ '####' lines beside them; the
+    constant answer and wrong '####' answers where the file measured them (files since 2026-12-06)."""
+    import pandas as pd
+
+    def change(s: dict, key: str) -> str:
+        d = s[f"diff_{key}"]
+        return f"{s[f'base_{key}']:.0%} -> {s[f'after_{key}']:.0%} ({d['mean']:+.1%}; {interval(*d['bootstrap_95'])})"
+
+    rows = {}
+    for label, record in records.items():
+        s = record["summary"]
+        runs = [r for r in record["runs"] if r["seed"] in s["seeds"] and r["steps"] == s["steps"]]
+        rows[label] = {"seeds": len(s["seeds"]), "pass@1": change(s, "sampled_lenient"),
+                       "pass@1 gain per seed": ", ".join(f"{g:+.1%}" for g in s["diff_sampled_lenient"]["per_seed"]),
+                       "'####' format": f"{s['base_sampled_format']:.0%} -> {s['after_sampled_format']:.0%}",
+                       "2+ '####' lines": change(s, "sampled_multi_marker"), "cut at the cap": change(s, "sampled_cut"),
+                       "per seed after: 2+ lines / cut": ", ".join(
+                           f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in runs),
+                       "2+ '####' lines, greedy": change(s, "multi_marker"),
+                       **{KINDS[kind]: (f"{e['before']:.0%} -> {e['after']:.0%} (per seed after: "
+                                        f"{', '.join(f'{x:.0%}' for x in e['after_per_seed'])})"
+                                        if (e := s.get("signs", {}).get(kind)) else "not measured in this file")
+                          for kind in ("constant", "format_wrong")}}
+    return pd.DataFrame(rows).T
+
+
+def plot_sampled_accuracy(grpo: dict, expert_iteration: dict, reward: str = "last_number_right") -> Figure:
+    """GRPO's runs of one bench_learnability result file beside the expert-iteration runs of another (or the
+    same): the share of each training batch's sampled completions that were right (GRPO: each step's mean of
+    `reward`; expert iteration: each round's share kept, right and finished) against the completions sampled
+    so far; and the held-out pass@1 at the training temperature before (a line) and after (a point a seed)."""
+    from helpers.charts import figure
+
+    fig, ((batches, held_out),) = figure(11.0, 3.4, 1, 2)
+    per_step = grpo["num_generations"] * grpo["prompts_per_step"]
+    for run in grpo.get("runs", []):
+        steps = run["training"]["per_step"]
+        batches.plot([per_step * (i + 1) for i in range(len(steps))],
+                     [e.get(f"rewards/{reward}/mean") for e in steps], lw=1, alpha=0.8, label=f"GRPO, seed {run['seed']}")
+    for run in expert_iteration.get("expert_iteration_runs", []):
+        done = [0]
+        for point in run["curve"]:
+            done.append(done[-1] + point["sampled"])
+        batches.plot(done[1:], [p["kept"] / p["sampled"] for p in run["curve"]], marker="o", lw=2,
+                     label=f"expert iteration, seed {run['seed']}")
+    batches.set(xlabel="completions sampled so far", ylabel="share right", ylim=(0, 1),
+                title="training batches (not held-out problems)")
+    batches.legend(fontsize=7)
+    for x, (record, key, method) in enumerate(((grpo, "runs", "GRPO"),
+                                               (expert_iteration, "expert_iteration_runs", "expert iteration"))):
+        afters = [run["after"]["sampled_lenient"] for run in record.get(key, [])]
+        held_out.scatter([x] * len(afters), afters, zorder=3, label=f"{method}: after, a point a seed")
+        held_out.hlines(record["base"]["sampled_lenient"], x - 0.3, x + 0.3, color="grey", ls="--",
+                        label="before training" if x == 0 else None)
+    held_out.set(xticks=[0, 1], xticklabels=["GRPO", "expert iteration"], xlim=(-0.5, 1.5), ylim=(0, 1),
+                 ylabel="pass@1", title=f"held-out pass@1 at temperature {grpo['temperature']}")
+    held_out.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

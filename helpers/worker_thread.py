@@ -17,8 +17,8 @@ import warnings
 
 import openai
 
-from helpers.endpoint import connection_lost
-from helpers.local.llama_server import drop_abandoned_requests
+from helpers.serving.endpoint import connection_lost
+from helpers.serving.llama_server import drop_abandoned_requests
 
 STOP_WAIT_S = 10.0  # after an interrupt or the time limit, how long the caller waits for the worker to end
 CANCEL_GRACE_S = 2.0  # how long cancelled asyncio tasks may take to end before the thread is interrupted
@@ -259,7 +259,7 @@ def in_worker_thread(func, /, *args, timeout_s: float | None = None, **kwargs):
     to it; with ipykernel 7 that silently drops the cells queued behind it (Run All stops). In a
     worker thread no loop is running, so verifiers takes its plain script path. Copying the context
     keeps Weave's current call, so traced calls nest where they belong. A model server that goes
-    away in the middle is reported in plain words (helpers.endpoint.connection_lost). The kernel's
+    away in the middle is reported in plain words (helpers.serving.endpoint.connection_lost). The kernel's
     interrupt stops the call (an evaluation's pending requests are cancelled at once), and `timeout_s`
     stops it with WorkerTimeout; code that cannot be stopped is named as still running.
     """

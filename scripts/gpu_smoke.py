@@ -10,15 +10,15 @@ The steps, in order (a step that fails is recorded and the next one still runs; 
 when any failed):
 
 1. stop tokens and dtypes: Qwen3-0.6B-Base's tokenizer (its eos, the token its chat template ends a
-   turn with, helpers.local.hf_child.stop_token_ids), and 4 greedy generations in float16 and in
+   turn with, helpers.serving.hf_child.stop_token_ids), and 4 greedy generations in float16 and in
    float32: where each stopped, any NaN logits or "!!!" in the text;
-2. the `gpu` backend: one GRPO step with notebook 02's one-GPU settings (helpers.grpo.one_gpu_plan,
+2. the `gpu` backend: one GRPO step with notebook 02's one-GPU settings (helpers.grpo.gpu_plan.one_gpu_plan,
    LoRA, TRL's GRPOTrainer), `torch.cuda.max_memory_reserved()` beside the plan's estimate, the
-   memory left after helpers.grpo.release_trainer, and one request to the evaluation server;
+   memory left after helpers.grpo.backends.release_trainer, and one request to the evaluation server;
 3. with vLLM installed (and a GPU of compute capability 8.0+): two colocate steps, each weight sync
    (TRL's _move_model_to_vllm) timed;
-4. with 2+ GPUs of 8.0+: the verifiers recipe (helpers.gpu.launcher: vf-vllm health, then one trainer
-   step), then notebook 02's views (helpers.grpo_views) on its log.
+4. with 2+ GPUs of 8.0+: the verifiers recipe (helpers.grpo.launcher: vf-vllm health, then one trainer
+   step), then notebook 02's views (helpers.grpo.training_log) on its log.
 
 --dry-run forces the device to the CPU and shrinks every setting: step 1 uses SmolLM2's tokenizer set
 up as Qwen3-Base's is (eos <|endoftext|>, turns ending with <|im_end|>), step 2 trains one tiny step,
@@ -78,7 +78,7 @@ class Smoke:
         self.dry_run = dry_run
         self.device = "cpu" if dry_run else "cuda"
         if dry_run:  # on a shared CPU, threads fighting other programs for cores run several times slower
-            from helpers.grpo import default_threads
+            from helpers.grpo.backends import default_threads
 
             torch.set_num_threads(default_threads())
         if not dry_run and not torch.cuda.is_available():
@@ -93,14 +93,14 @@ class Smoke:
         """The one-GPU backend's model folder (Qwen3-0.6B-Base), or the local SmolLM2 on a dry run."""
         if self.model_arg:
             return Path(self.model_arg) if Path(self.model_arg).is_dir() else self._hub(self.model_arg)
-        from helpers import grpo
+        from helpers.grpo.backends import start_model
 
-        return grpo.start_model("cpu" if self.dry_run else "gpu")
+        return start_model("cpu" if self.dry_run else "gpu")
 
     def _hub(self, hub_id: str) -> Path:
         from huggingface_hub import snapshot_download
 
-        from helpers.grpo import MODEL_FILES
+        from helpers.grpo.backends import MODEL_FILES
 
         return Path(snapshot_download(hub_id, allow_patterns=MODEL_FILES))
 
@@ -121,11 +121,11 @@ class Smoke:
         return (7, 5) if self.dry_run else tuple(torch.cuda.get_device_capability(0))
 
     def plan(self, vllm_installed: bool | None = None):
-        from helpers import grpo
+        from helpers.grpo.gpu_plan import one_gpu_plan
 
         if self.dry_run:  # what a 16 GB T4 would get
-            return grpo.one_gpu_plan(memory_gib=14.57, capability=(7, 5), vllm_installed=False, gpu="dry run (as a T4)")
-        return grpo.one_gpu_plan(vllm_installed=vllm_installed)
+            return one_gpu_plan(memory_gib=14.57, capability=(7, 5), vllm_installed=False, gpu="dry run (as a T4)")
+        return one_gpu_plan(vllm_installed=vllm_installed)
 
     # ------------------------------------------------------------------ steps
     def run(self, name: str, func) -> None:
@@ -146,7 +146,7 @@ class Smoke:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from helpers.local.hf_child import stop_token_ids
+        from helpers.serving.hf_child import stop_token_ids
 
         model_dir = self.model_dir()
         tokenizer = self.tokenizer(model_dir)
@@ -195,13 +195,16 @@ class Smoke:
         from transformers import AutoModelForCausalLM
         from trl import GRPOConfig, GRPOTrainer
 
-        from helpers import grpo
-        from helpers.local.policy_server import CheckpointServer
+        from helpers.grpo.backends import device_settings, lora_config, release_trainer
+        from helpers.grpo.gpu_plan import eval_server_dtype
+        from helpers.grpo.policy_server import CheckpointServer
+        from helpers.grpo.rewards import RubricRewards
+        from helpers.grpo.step_timer import StepTimer
 
         model_dir = self.model_dir()
         tokenizer = self.tokenizer(model_dir)
         plan = self.plan(vllm_installed=use_vllm)
-        device = grpo.device_settings("gpu", tokenizer, capability=plan.capability, vllm_installed=use_vllm,
+        device = device_settings("gpu", tokenizer, capability=plan.capability, vllm_installed=use_vllm,
                                       memory_gib=plan.memory_gib)
         batch = {"per_device_train_batch_size": plan.per_device_train_batch_size, "max_completion_length": 512,
                  "num_generations": 4}
@@ -210,15 +213,15 @@ class Smoke:
             batch = {"per_device_train_batch_size": 4, "max_completion_length": 8, "num_generations": 4}
         steps = 2 if use_vllm else 1
         env = vf.load_environment("gsm8k-course", variant="hash", num_examples=64, num_eval_examples=2)
-        rewards = grpo.RubricRewards(env.rubric)
+        rewards = RubricRewards(env.rubric)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         config = GRPOConfig(output_dir=str(self.workdir / f"run-vllm-{use_vllm}"), max_steps=steps, learning_rate=5e-5,
                             temperature=0.9, beta=0.0, max_prompt_length=256, logging_steps=1, save_strategy="no",
                             report_to="none", reward_weights=rewards.weights, **batch, **device)
         trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
                               train_dataset=env.dataset.select_columns(["prompt", "answer"]),
-                              peft_config=grpo.lora_config("gpu"))
-        trainer.add_callback(grpo.StepTimer(trainer, rewards))
+                              peft_config=lora_config("gpu"))
+        trainer.add_callback(StepTimer(trainer, rewards))
         syncs = []
         if use_vllm:
             move = trainer._move_model_to_vllm
@@ -247,14 +250,14 @@ class Smoke:
             result["max_memory_reserved_gib"] = round(torch.cuda.max_memory_reserved() / GIB, 2)
             result["max_memory_allocated_gib"] = round(torch.cuda.max_memory_allocated() / GIB, 2)
         self.log_history = trainer.state.log_history
-        trained = grpo.release_trainer(trainer)
+        trained = release_trainer(trainer)
         result["optimizer_released"] = trainer.optimizer is None
         if cuda:
             result["memory_reserved_after_release_gib"] = round(torch.cuda.memory_reserved() / GIB, 2)
         if use_vllm:
             return result
         # the evaluation server on the trained weights, in the dtype the notebook gives it
-        server_dtype = "float32" if self.dry_run else grpo.eval_server_dtype()
+        server_dtype = "float32" if self.dry_run else eval_server_dtype()
         with CheckpointServer(folder=self.workdir / "served", tokenizer=tokenizer, name="smoke", device=self.device,
                               dtype=server_dtype, max_batch=4) as server:
             server.sync(trained, step=trainer.state.global_step)
@@ -269,8 +272,8 @@ class Smoke:
         return result
 
     def verifiers_backend(self) -> dict | str:
-        from helpers import grpo_views
-        from helpers.gpu import launcher
+        from helpers.grpo import launcher
+        from helpers.grpo.training_log import learning_summary, metrics_table
 
         plan = launcher.build_plan(run_name="gpu-smoke", max_steps=1, num_generations=4, per_device_batch_size=4,
                                    max_tokens=256, num_train_examples=64, num_eval_examples=8,
@@ -287,9 +290,9 @@ class Smoke:
             result["final_dir"] = str(final_dir)
             result["views_on"] = "the verifiers trainer's log (trainer_state.json)"
         names = [k.split("/")[1] for entry in history for k in entry if k.startswith("rewards/") and k != "rewards/errors"]
-        metrics = grpo_views.metrics_table(history)
+        metrics = metrics_table(history)
         result["metrics_columns"] = list(metrics.columns)
-        result["learning"] = [grpo_views.learning_summary(metrics, column=c) for c in ["reward", *dict.fromkeys(names)]]
+        result["learning"] = [learning_summary(metrics, column=c) for c in ["reward", *dict.fromkeys(names)]]
         if not history:
             raise RuntimeError("the run left no log history")
         return result

@@ -58,7 +58,7 @@ def pinned_packages() -> tuple[bool, str]:
 
 
 def local_model() -> tuple[bool, str]:
-    from helpers.local.llama_server import LocalModelServer
+    from helpers.serving.llama_server import LocalModelServer
 
     with LocalModelServer(parallel=1, startup_timeout_s=30) as server:
         endpoint = server.endpoint()
@@ -82,7 +82,7 @@ def gsm8k() -> tuple[bool, str]:
 
 
 def disk() -> tuple[bool, str]:
-    from helpers.local.paths import runs_dir
+    from helpers.paths import runs_dir
 
     runs = runs_dir()
     free_gb = shutil.disk_usage(runs).free / 2**30
@@ -115,7 +115,7 @@ def cpu_cores() -> tuple[bool, str]:
 def jupyter_kernel() -> tuple[bool, str]:
     from jupyter_client.manager import start_new_kernel
 
-    from helpers.local.paths import runs_dir
+    from helpers.paths import runs_dir
 
     started = time.monotonic()
     with open(runs_dir("logs") / "preflight-kernel.log", "wb") as log:  # the kernel's own chatter

@@ -11,7 +11,7 @@ mkdir -p runs/notebooks
 for nb in notebooks/[0-9][0-9]_*.ipynb; do
   echo "notebooks: executing $nb"
   out="runs/notebooks/$(basename "$nb")"
-  .venv/bin/python -m helpers.local.notebook_runner "$nb" "$out" "$@"
+  .venv/bin/python -m helpers.notebook_runner "$nb" "$out" "$@"
   .venv/bin/jupyter nbconvert --to html --log-level WARN "$out"
 done
 echo "notebooks: done; executed copies (.ipynb and .html) are in runs/notebooks/"

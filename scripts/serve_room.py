@@ -12,7 +12,7 @@ against it unchanged: helpers.get_client() reads OPENAI_BASE_URL, OPENAI_API_KEY
 The key is COURSE_ROOM_KEY when set (at least 16 characters), else a random one printed here once.
 It never goes on a command line (`ps` would show it to every user of the machine).
 
-CPU: the course's own llama.cpp server (helpers.local.llama_server) with ROOM_SLOTS request slots;
+CPU: the course's own llama.cpp server (helpers.serving.llama_server) with ROOM_SLOTS request slots;
 how many learners it holds is measured by benchmarks/bench_room.py (benchmarks/results/room-*.json).
 GPU: `vllm serve` with the same key and model name; vLLM is not in this course's requirements and
 this path was not run here (no GPU on the machine the course is developed on).
@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arguments import whole_number
 
-from helpers.local.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address
-from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer, packaged_model_path
-from helpers.local.paths import display_path, runs_dir
+from helpers.paths import display_path, runs_dir
+from helpers.serving.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address
+from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer, packaged_model_path
 
 ROOM_SLOTS = 16  # requests decoded together; more wait in llama.cpp's queue (bench_room.py: 0 errors at 64 in flight)
 ROOM_CTX_PER_SLOT = 2048  # notebook 03's multi-turn rollouts need more than 01's 256-token answers

@@ -1,5 +1,5 @@
 """Name the course's GitHub repository once, everywhere it is written: the Colab cell and the Colab link of
-every notebook, the README's Binder and Colab links, and helpers.local.paths.COURSE_REPO.
+every notebook, the README's Binder and Colab links, and helpers.paths.COURSE_REPO.
 
     python scripts/set_course_repo.py my-org/verifiers-course
 
@@ -16,13 +16,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from helpers.local.paths import COURSE_REPO
+from helpers.paths import COURSE_REPO
 
 REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
 
 
 def files() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "helpers" / "local" / "paths.py", *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    return [ROOT / "README.md", ROOT / "helpers" / "paths.py", *sorted((ROOT / "notebooks").glob("*.ipynb"))]
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ if not os.environ.get("GSM8K_DIR") and SHARED_GSM8K.is_dir():
 # runs folder (COURSE_RUNS_DIR) each one makes; the project's own runs/ keeps it between sessions.
 os.environ.setdefault("COURSE_MODELS_DIR", str(ROOT / "runs" / "models"))
 # Training and the model servers use a fixed share of the cores: a 2-second CPU sample at a busy moment (another
-# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.default_threads). With pytest-xdist
+# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.backends.default_threads). With pytest-xdist
 # (`bash scripts/test.sh -n 2`, opt-in) each worker gets its share, for torch (OMP_NUM_THREADS, read when torch loads) and
 # for every llama.cpp server it starts: two servers spinning on the same cores fall under 1 token/s a slot.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -48,7 +48,7 @@ def gsm8k_dir() -> Path:
 @pytest.fixture(scope="session")
 def local_server():
     """One real llama.cpp server (SmolLM2-135M) for the whole session, stopped at the end."""
-    from helpers.local.llama_server import LocalModelServer
+    from helpers.serving.llama_server import LocalModelServer
 
     with LocalModelServer(parallel=4, startup_timeout_s=180) as server:  # generous on a busy runner
         yield server
@@ -71,7 +71,7 @@ def uninstall_learner_module(tmp_path):
     with open(ROOT / ".venv" / ".learner-module.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-        from helpers.local.notebook_runner import uninstall_learner_module as uninstall
+        from helpers.notebook_runner import uninstall_learner_module as uninstall
 
         uninstall(tmp_path)
 

@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from helpers.local.notebook_runner import NOTEBOOKS
-from helpers.local.notebook_runner import execute as run_notebook
+from helpers.notebook_runner import NOTEBOOKS
+from helpers.notebook_runner import execute as run_notebook
 
 SOLUTIONS = NOTEBOOKS.parent / "solutions"
 CHECK_CALL = re.compile(r"""helpers\.check\(\s*["']([0-9]{2}-[a-z0-9-]+)["']""")

@@ -311,8 +311,8 @@ MULTITURN_WRITER = """
 import os, sys
 import openai, weave
 from gsm8k_feedback import SYSTEM_PROMPT, FeedbackEnv, FinalAnswerParser, load_gsm8k, make_rubric
-from helpers.trace_views import calls_table, export_trace_html
-from helpers.tracing import init_tracing
+from helpers.tracing.views import calls_table, export_trace_html
+from helpers.tracing.session import init_tracing
 
 
 class TracedFeedbackEnv(FeedbackEnv):

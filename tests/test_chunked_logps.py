@@ -1,4 +1,4 @@
-"""helpers.local.chunked_logps: the GRPO loss's log-probabilities a chunk at a time give TRL's values and
+"""helpers.grpo.chunked_logps: the GRPO loss's log-probabilities a chunk at a time give TRL's values and
 gradients, on the course's real model and real completions."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
-from helpers import grpo
-from helpers.local.chunked_logps import chunked_logps
+from helpers.grpo.backends import start_model
+from helpers.grpo.chunked_logps import chunked_logps
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def model_and_batch():
-    model_dir = grpo.start_model("cpu")
+    model_dir = start_model("cpu")
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompts = ["Tom has 7 apples and buys 5 more. How many apples does he have?",
@@ -92,7 +92,7 @@ def test_the_trainer_method_is_trls_on_the_same_batch(model_and_batch, tmp_path)
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from helpers.local.chunked_logps import ChunkedLogpsMixin
+    from helpers.grpo.chunked_logps import ChunkedLogpsMixin
 
     class Chunked(ChunkedLogpsMixin, GRPOTrainer):
         pass
@@ -100,7 +100,7 @@ def test_the_trainer_method_is_trls_on_the_same_batch(model_and_batch, tmp_path)
     model, input_ids, attention_mask = model_and_batch
     config = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, temperature=0.6,
                         use_cpu=True, bf16=False, report_to="none", max_steps=1)
-    trainer = Chunked(model=model, processing_class=AutoTokenizer.from_pretrained(grpo.start_model("cpu")),
+    trainer = Chunked(model=model, processing_class=AutoTokenizer.from_pretrained(start_model("cpu")),
                       args=config, reward_funcs=[lambda completions, **kwargs: [0.0] * len(completions)],
                       train_dataset=Dataset.from_dict({"prompt": ["x"] * 2}))
     with torch.no_grad():

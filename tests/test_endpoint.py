@@ -12,8 +12,8 @@ import openai
 import psutil
 import pytest
 
-from helpers.endpoint import EndpointError, get_client
-from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
+from helpers.serving.endpoint import EndpointError, get_client
+from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 
 def test_chat_n2_and_logprobs(local_client):
@@ -81,7 +81,7 @@ def test_get_client_prefers_base_url_and_reports_unreachable(monkeypatch):
 
 
 def test_get_client_local(local_server, capsys, monkeypatch):
-    monkeypatch.setattr("helpers.local.llama_server._shared_server", local_server)
+    monkeypatch.setattr("helpers.serving.llama_server._shared_server", local_server)
     endpoint = get_client()
     assert endpoint.model == LOCAL_MODEL_NAME
     assert "local llama.cpp server at http://127.0.0.1" in capsys.readouterr().out
@@ -92,8 +92,8 @@ def test_get_client_local(local_server, capsys, monkeypatch):
 
 STARTS_A_SERVER = {  # python code that starts each server (a child of that python process)
     "llama.cpp": "from helpers import get_client; get_client(quiet=True)",
-    "transformers": ("from helpers.local.gguf_convert import convert_gguf; "
-                     "from helpers.local.hf_server import HFModelServer; HFModelServer(convert_gguf(quiet=True)).start()"),
+    "transformers": ("from helpers.serving.gguf_convert import convert_gguf; "
+                     "from helpers.serving.hf_server import HFModelServer; HFModelServer(convert_gguf(quiet=True)).start()"),
 }
 CHILD_SCRIPTS = {"llama.cpp": "llama_child.py", "transformers": "hf_child.py"}
 
@@ -124,7 +124,7 @@ def _wait_for(predicate, timeout_s: float, every_s: float = 0.05):
 def test_server_exits_when_its_parent_is_killed_during_start_up(kind):
     """A kernel killed (SIGKILL) while the model is still loading leaves no server behind."""
     if kind == "transformers":
-        from helpers.local.gguf_convert import convert_gguf
+        from helpers.serving.gguf_convert import convert_gguf
 
         convert_gguf(quiet=True)  # the conversion is cached; the kill must hit the server's start-up
     parent = subprocess.Popen([sys.executable, "-c", STARTS_A_SERVER[kind]], stdin=subprocess.DEVNULL)
@@ -147,7 +147,7 @@ INTERRUPTED_THEN_RERUN = """
 import time
 import psutil
 from helpers import get_client
-from helpers.local.child_process import ChildServer
+from helpers.serving.child_process import ChildServer
 
 me = psutil.Process()
 healthy = ChildServer._wait_until_healthy
@@ -213,8 +213,8 @@ def test_llama_server_refuses_requests_without_its_key_or_from_web_pages(local_s
 
 @pytest.mark.slow
 def test_hf_server_refuses_requests_without_its_key_or_from_web_pages():
-    from helpers.local.gguf_convert import convert_gguf
-    from helpers.local.hf_server import HFModelServer
+    from helpers.serving.gguf_convert import convert_gguf
+    from helpers.serving.hf_server import HFModelServer
 
     with HFModelServer(convert_gguf(quiet=True), threads=1) as server:
         _assert_refuses_web_pages_and_keyless_requests(server, server.model_name)
@@ -265,7 +265,7 @@ def test_a_custom_endpoint_records_a_real_model_name(monkeypatch, listing, expec
 @pytest.mark.slow
 def test_a_server_that_dies_mid_evaluation_is_reported_in_plain_words(monkeypatch):
     from helpers import build_gsm8k_env, in_worker_thread
-    from helpers.local import llama_server
+    from helpers.serving import llama_server
 
     monkeypatch.setattr(llama_server, "_shared_server", None)
     endpoint = get_client(quiet=True)

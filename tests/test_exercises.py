@@ -22,7 +22,7 @@ from test_notebook_03 import CI_PARAMETERS as NOTEBOOK_03_CI
 from helpers.checks import CHECKS, _load_checks
 from helpers.checks.notebook_01 import _rollouts
 from helpers.checks.notebook_02 import _advantages as advantages
-from helpers.local.notebook_runner import NOTEBOOKS, execute
+from helpers.notebook_runner import NOTEBOOKS, execute
 
 ROOT = NOTEBOOKS.parent
 NOTEBOOK_PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -324,7 +324,7 @@ def _right_line(kind):
         if kind == "right anywhere":  # the '####' answer right, however many markers
             return float(right)
         if kind == "last number":  # the reply's last number, '####' or not
-            from helpers.grpo import last_number
+            from word_arithmetic import last_number
 
             return float(last_number(text) == canonical_number(answer) and last_number(text) != "")
         if kind == "lines":
@@ -810,7 +810,7 @@ def _table():
             ("scores rounded to 0 or 1", _adapter("rounded"), "a score between 0 and 1 is a score too"),
             ("no **kwargs: TRL's other columns refused", _adapter("no **kwargs"), "end the signature with **kwargs"),
             ("only the last message scored", _adapter("last message only"), "all its messages"),
-            ("the course's RubricRewards handed back", lambda rubric: _course("helpers.grpo", "RubricRewards")(
+            ("the course's RubricRewards handed back", lambda rubric: _course("helpers.grpo.rewards", "RubricRewards")(
                 rubric).reward_funcs, "needs your own code"),
         ]),
         "02-last-number": (_last_number("right"), _last_number("blank"), [
@@ -825,7 +825,7 @@ def _table():
             ("int() of the numbers: 18.5 taken for 18", _last_number("int() of the numbers"), "other decimals"),
             ("zeros stripped: '100.' taken for 10", _last_number("zeros stripped"), "zeros stripped"),
             ("the first message of several read", _last_number("the first message"), "LAST turn"),
-            ("the course's own reference imported", _course("helpers.grpo", "last_number_right"), "needs your own code"),
+            ("the course's own reference imported", _course("word_arithmetic", "last_number_right"), "needs your own code"),
         ]),
         "02-close-the-hack": (_right_line("right"), _right_line("one_answer_line"), [
             ("the earlier one_answer_line: pays without being right", _right_line("one_answer_line"),
@@ -839,7 +839,7 @@ def _table():
             ("a digits-only pattern", _right_line("digits only"), "after a dollar sign"),
             ("int() of the numbers", _right_line("int()"), "other decimals"),
             ("the first message of several read", _right_line("the first message"), "LAST turn"),
-            ("the course's own reference imported", _course("helpers.grpo", "right_answer_line"), "needs your own code"),
+            ("the course's own reference imported", _course("word_arithmetic", "right_answer_line"), "needs your own code"),
         ]),
         "02-grpo-loss": (_loss("right"), _loss("blank"), [
             ("the mean over completions (TRL's 'grpo' loss)", _loss("mean over completions"), "mean over completions"),
@@ -1023,8 +1023,8 @@ TRACED_EXERCISES = ("00-traced-function", "00-completion-tokens")
 TRACED_TABLE = """
 import json, os, re, weave
 from helpers.checks import CHECKS, _load_checks
-from helpers.endpoint import get_client
-from helpers.tracing import init_tracing
+from helpers.serving.endpoint import get_client
+from helpers.tracing.session import init_tracing
 
 _load_checks()
 tracing = init_tracing("exercise-checks", quiet=True)

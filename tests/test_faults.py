@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.local import parameters
-from helpers.local.trace_store import LocalTraceServer, ReplayInterrupted, replay, wal_files
+from helpers import parameters
+from helpers.tracing.records import wal_files
+from helpers.tracing.replay import ReplayInterrupted, replay
+from helpers.tracing.store import LocalTraceServer
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_02 = ROOT / "notebooks" / "02_traced_grpo_training.ipynb"
@@ -91,14 +93,14 @@ def _upload_to(server, runs: Path, monkeypatch):
     """upload_local_traces as a learner calls it, with W&B's server replaced by `server` (no network)."""
     from weave.trace import weave_init
 
-    from helpers import tracing
+    from helpers.tracing import session
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))
     monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
     monkeypatch.setattr(weave_init, "init_weave_get_server", lambda *a, **k: server)
     monkeypatch.setattr(weave_init, "get_entity_project_from_project_name", lambda name: ("me", name))
     monkeypatch.setattr("weave.wandb_interface.context.get_wandb_auth_context", lambda: None)
-    return tracing.upload_local_traces
+    return session.upload_local_traces
 
 
 def test_upload_skips_what_the_reader_skips_and_says_how_many(tmp_path, monkeypatch, capsys):
@@ -219,7 +221,7 @@ def left_behind(tmp_path: Path, project: str) -> dict:
 FULL_DISK = """
 import weave
 from weave.durability import wal_writer
-from helpers.tracing import init_tracing
+from helpers.tracing.session import init_tracing
 
 original = wal_writer._JSONLWALFileWriter.__init__
 
@@ -255,7 +257,7 @@ def test_a_full_disk_is_said_once_and_exit_gives_no_traceback(tmp_path):
 TRACED_AND_LOGGED = """
 import time
 import wandb, weave
-from helpers.tracing import init_tracing
+from helpers.tracing.session import init_tracing
 
 session = init_tracing("ended", quiet=True)
 
@@ -320,7 +322,7 @@ def test_a_kernel_ended_by_papermill_leaves_no_lock_and_no_wandb_temp_folders(tm
     kernel then ends as papermill ends it (shutdown request; SIGTERM when it is slow to go)."""
     import nbformat
 
-    from helpers.local.notebook_runner import execute
+    from helpers.notebook_runner import execute
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source.strip()) for source in KERNEL])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -361,7 +363,7 @@ def test_every_parameter_of_every_notebook_has_a_rule(notebook):
     assert set(defaults) == set(parameters.NOTEBOOK_PARAMETERS[notebook])
     parameters.check_parameters(defaults, notebook)
     first = "".join(cells[index + 1]["source"])
-    assert first.startswith("from helpers.local.parameters import check_parameters\n\n"
+    assert first.startswith("from helpers.parameters import check_parameters\n\n"
                             f'check_parameters(globals(), "{notebook}")'), first[:200]
 
 
@@ -390,11 +392,11 @@ def test_notebooks_00_01_03_name_a_wrong_parameter_too(notebook, name, value, sa
 
 
 def test_backend_choices_are_the_ones_grpo_accepts():
-    from helpers import grpo
+    from helpers.grpo.backends import BACKENDS
 
     rule = parameters.GRPO_PARAMETERS["backend"]
-    assert all(rule(backend) is None for backend in grpo.BACKENDS)
-    assert rule("tpu") == "must be one of " + ", ".join(map(repr, grpo.BACKENDS))
+    assert all(rule(backend) is None for backend in BACKENDS)
+    assert rule("tpu") == "must be one of " + ", ".join(map(repr, BACKENDS))
 
 
 @pytest.mark.parametrize("name, value, says", [
@@ -638,7 +640,7 @@ def test_an_endless_iterator_as_the_answer_is_a_hint_not_a_full_memory(monkeypat
 INTERRUPTED_CELLS = {  # each prints "started" just before the call that the interrupt must stop
     "evaluation": """
 import helpers, verifiers as vf
-from helpers.local.llama_server import start_local_server
+from helpers.serving.llama_server import start_local_server
 server = start_local_server(parallel=4)  # the kernel's own, as a notebook's
 endpoint = server.endpoint()
 env = vf.load_environment("gsm8k-course", variant="hash", num_eval_examples=40)

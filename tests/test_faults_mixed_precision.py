@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from helpers.gpu import backend
+from helpers.grpo import backends as backend
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 
 def test_presses_during_a_restart_wait_for_it_and_the_server_runs(tmp_path, monkeypatch):
-    from helpers.local.llama_server import LocalModelServer
+    from helpers.serving.llama_server import LocalModelServer
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path))
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as the kernel's: a press raises

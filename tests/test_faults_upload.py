@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from weave.trace_server_bindings.remote_http_trace_server import RemoteHTTPTraceServer
 
-from helpers.local.trace_store import LocalTraceServer, ReplayInterrupted, replay
+from helpers.tracing.replay import ReplayInterrupted, replay
+from helpers.tracing.store import LocalTraceServer
 
 PROJECT_ID = "local/resume"
 

@@ -1,4 +1,4 @@
-"""helpers.local.v1_bridge.read_run on files an editor or a hand touched: a UTF-8 BOM dropped the first episode
+"""helpers.tracing.v1_bridge.read_run on files an editor or a hand touched: a UTF-8 BOM dropped the first episode
 (json read it as "not JSON"), and a saved config that is a list or null was a bare AttributeError in log_run.
 
 verifiers 0.4 lives in .venv-v1 (made by notebook 04's tests); here its few names read_run uses are stand-ins,
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.local import v1_bridge
+from helpers.tracing import v1_bridge
 
 
 @pytest.fixture

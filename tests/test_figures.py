@@ -74,18 +74,18 @@ CLAIMS = [
           lambda d: d["pytest_seconds"], 0.5),
     Claim(INSTALL_DOC, r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
           lambda d: d["wall_minutes"], 0.05),
-    # the rule for torch threads (helpers/grpo.py)
-    Claim("helpers/grpo.py", r"idle, 2 threads ([\d.]+) s", THREADS, case(busy_processes=0, threads=2), 0.005),
-    Claim("helpers/grpo.py", r"idle, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS, case(busy_processes=0, threads=1), 0.005),
-    Claim("helpers/grpo.py", r"beside 1 busy process, 2 threads ([\d.]+) s", THREADS, case(busy_processes=1, threads=2), 0.005),
-    Claim("helpers/grpo.py", r"beside 1 busy process, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
+    # the rule for torch threads (helpers/grpo/backends.py)
+    Claim("helpers/grpo/backends.py", r"idle, 2 threads ([\d.]+) s", THREADS, case(busy_processes=0, threads=2), 0.005),
+    Claim("helpers/grpo/backends.py", r"idle, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS, case(busy_processes=0, threads=1), 0.005),
+    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads ([\d.]+) s", THREADS, case(busy_processes=1, threads=2), 0.005),
+    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
           case(busy_processes=1, threads=1), 0.005),
-    Claim("helpers/grpo.py", r"beside 2, ([\d.]+) s", THREADS, case(busy_processes=2, threads=2), 0.005),
-    Claim("helpers/grpo.py", r"beside 2, [\d.]+ s and ([\d.]+) s", THREADS, case(busy_processes=2, threads=1), 0.005),
-    # float32 on the CPU (helpers/gpu/backend.py)
-    Claim("helpers/gpu/backend.py", r"1 x 330 tokens: ([\d.]+) s instead of", "update-batch1-2026-12-03.json",
+    Claim("helpers/grpo/backends.py", r"beside 2, ([\d.]+) s", THREADS, case(busy_processes=2, threads=2), 0.005),
+    Claim("helpers/grpo/backends.py", r"beside 2, [\d.]+ s and ([\d.]+) s", THREADS, case(busy_processes=2, threads=1), 0.005),
+    # float32 on the CPU (helpers/grpo/backends.py)
+    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: ([\d.]+) s instead of", "update-batch1-2026-12-03.json",
           case(bf16=True), 0.05),
-    Claim("helpers/gpu/backend.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s", "update-batch1-2026-12-03.json",
+    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s", "update-batch1-2026-12-03.json",
           case(bf16=False, gradient_checkpointing=True), 0.05),
     # notebook 02's CI parameters (tests/test_notebook_02.py)
     Claim("tests/test_notebook_02.py", r"a share of ([\d.]+) of the groups had equal rewards",
@@ -543,7 +543,7 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
     from test_notebook_04 import CI_PARAMETERS as CI_04
     from test_notebooks import NOTEBOOK_01_CI
 
-    from helpers.local.parameters import NOTEBOOK_PARAMETERS, problems
+    from helpers.parameters import NOTEBOOK_PARAMETERS, problems
 
     found = one_hour_parameters()
     reads_results_only = {"05"}  # notebook 02's appendix: it runs in seconds whatever the slot (tests/test_notebook_05.py)

@@ -14,10 +14,28 @@ import verifiers as vf
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from helpers import grpo
-from helpers.gpu import backend as gpu_backend
-from helpers.local import hf_child
-from helpers.local.gguf_convert import convert_gguf
+from helpers.grpo.backends import (
+    GPU_MODEL,
+    BackendUnavailable,
+    choose_backend,
+    cpu_has_bf16,
+    cpu_precision,
+    device_settings,
+    lora_config,
+    release_trainer,
+    start_model,
+)
+from helpers.grpo.gpu_plan import (
+    GIB,
+    GPU_MODEL_SHAPE,
+    PLAN_HEADROOM,
+    eval_server_dtype,
+    one_gpu_plan,
+)
+from helpers.grpo.rewards import RubricRewards
+from helpers.grpo.step_timer import StepTimer
+from helpers.serving import hf_child
+from helpers.serving.gguf_convert import convert_gguf
 
 T4, L4, A100, H100 = (7, 5), (8, 9), (8, 0), (9, 0)
 
@@ -36,46 +54,46 @@ def qwen3_base_like(folder):
 
 
 def test_auto_picks_cpu_gpu_or_verifiers_by_gpu_count():
-    assert [grpo.choose_backend("auto", gpus=n) for n in (0, 1, 2, 8)] == ["cpu", "gpu", "verifiers", "verifiers"]
-    assert grpo.choose_backend("cpu", gpus=8) == "cpu" and grpo.choose_backend("gpu", gpus=4) == "gpu"
-    with pytest.raises(grpo.BackendUnavailable, match="backend='gpu' needs at least 1 CUDA GPU, and this machine has 0"):
-        grpo.choose_backend("gpu", gpus=0)
-    with pytest.raises(grpo.BackendUnavailable, match="needs at least 2 CUDA GPUs .*vLLM.*has 1"):
-        grpo.choose_backend("verifiers", gpus=1)
+    assert [choose_backend("auto", gpus=n) for n in (0, 1, 2, 8)] == ["cpu", "gpu", "verifiers", "verifiers"]
+    assert choose_backend("cpu", gpus=8) == "cpu" and choose_backend("gpu", gpus=4) == "gpu"
+    with pytest.raises(BackendUnavailable, match="backend='gpu' needs at least 1 CUDA GPU, and this machine has 0"):
+        choose_backend("gpu", gpus=0)
+    with pytest.raises(BackendUnavailable, match="needs at least 2 CUDA GPUs .*vLLM.*has 1"):
+        choose_backend("verifiers", gpus=1)
     with pytest.raises(ValueError, match="backend must be one of"):
-        grpo.choose_backend("tpu")
+        choose_backend("tpu")
 
 
 def test_the_verifiers_recipe_needs_bf16_gpus(capsys):
     """Kaggle's 2 x T4: verifiers forces bf16 + flash_attention_2 and zero3.yaml is bf16, so "auto" trains
     with TRL on GPU 0 and says why; asking for the verifiers backend there is refused in plain words."""
-    assert grpo.choose_backend("auto", capabilities=[T4, T4]) == "gpu"
+    assert choose_backend("auto", capabilities=[T4, T4]) == "gpu"
     assert "not verifiers" in capsys.readouterr().out
-    assert grpo.choose_backend("auto", capabilities=[A100, H100]) == "verifiers"
-    assert grpo.choose_backend("auto", gpus=2, capabilities=[A100, T4]) == "gpu"
-    assert grpo.choose_backend("auto", capabilities=[T4]) == "gpu"
-    with pytest.raises(grpo.BackendUnavailable, match="compute capability 8.0.*GPU 0: 7.5.*backend='gpu'"):
-        grpo.choose_backend("verifiers", capabilities=[T4, T4])
+    assert choose_backend("auto", capabilities=[A100, H100]) == "verifiers"
+    assert choose_backend("auto", gpus=2, capabilities=[A100, T4]) == "gpu"
+    assert choose_backend("auto", capabilities=[T4]) == "gpu"
+    with pytest.raises(BackendUnavailable, match="compute capability 8.0.*GPU 0: 7.5.*backend='gpu'"):
+        choose_backend("verifiers", capabilities=[T4, T4])
 
 
 @pytest.mark.parametrize("capability, bf16", [(T4, False), (A100, True), (H100, True)])
 def test_dtype_follows_the_gpu(capability, bf16):
-    settings = grpo.device_settings("gpu", capability=capability, vllm_installed=False, memory_gib=15)
+    settings = device_settings("gpu", capability=capability, vllm_installed=False, memory_gib=15)
     assert settings["bf16"] is bf16 and settings["fp16"] is (not bf16)  # Colab's T4 (7.5) has no bfloat16
     assert settings["use_cpu"] is False and settings["use_vllm"] is False
-    assert grpo.eval_server_dtype(capability) == ("bfloat16" if bf16 else "float32")  # never pure float16
+    assert eval_server_dtype(capability) == ("bfloat16" if bf16 else "float32")  # never pure float16
 
 
 def test_vllm_colocate_when_vllm_is_installed_and_the_gpu_has_bf16():
-    settings = grpo.device_settings("gpu", capability=A100, vllm_installed=True, memory_gib=39.4)
+    settings = device_settings("gpu", capability=A100, vllm_installed=True, memory_gib=39.4)
     assert settings["use_vllm"] and settings["vllm_mode"] == "colocate"
     assert 0 < settings["vllm_gpu_memory_utilization"] <= 0.3  # the trainer needs the rest of the GPU
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
     for backend in ("cpu", "verifiers"):
-        assert set(grpo.device_settings(backend)) <= fields
+        assert set(device_settings(backend)) <= fields
     assert set(settings) <= fields
     # A T4: vLLM 0.11 would fall back from bfloat16 to pure float16 (TRL passes it no dtype): no vLLM.
-    plan = grpo.one_gpu_plan(memory_gib=14.57, capability=T4, vllm_installed=True)
+    plan = one_gpu_plan(memory_gib=14.57, capability=T4, vllm_installed=True)
     assert not plan.use_vllm and "float16" in " ".join(plan.notes)
 
 
@@ -86,10 +104,10 @@ def test_memory_plan_per_gpu(gpu, memory_gib, capability, vllm, micro_batch):
     """16 completions x 512 tokens per step in micro-batches that fit: TRL computes float32 logits over
     the whole micro-batch (16 x 512 x 151,936 x 4 B = 4.6 GiB a copy, 3 copies at peak), which a T4
     cannot hold next to the weights; gradient accumulation makes up the step."""
-    plan = grpo.one_gpu_plan(memory_gib=memory_gib, capability=capability, vllm_installed=vllm, gpu=gpu)
+    plan = one_gpu_plan(memory_gib=memory_gib, capability=capability, vllm_installed=vllm, gpu=gpu)
     assert plan.per_device_train_batch_size == micro_batch
     assert plan.per_device_train_batch_size * plan.gradient_accumulation_steps == 16
-    assert plan.estimate_gib["training peak"] <= gpu_backend.PLAN_HEADROOM * memory_gib
+    assert plan.estimate_gib["training peak"] <= PLAN_HEADROOM * memory_gib
     assert plan.estimate_gib["evaluation server, alone"] < memory_gib
     settings = plan.settings()
     assert settings["gradient_accumulation_steps"] == plan.gradient_accumulation_steps
@@ -97,7 +115,7 @@ def test_memory_plan_per_gpu(gpu, memory_gib, capability, vllm, micro_batch):
                         num_generations=4, **{**settings, "use_cpu": True, "bf16": False, "fp16": False})
     assert config.generation_batch_size == 16  # 4 prompts x 4 completions per optimizer step, as before
     if memory_gib < 16:  # the old plan: 16 completions in one pass, 3 copies of float32 logits alone
-        assert 3 * 16 * 512 * 151_936 * 4 / gpu_backend.GIB > gpu_backend.PLAN_HEADROOM * memory_gib
+        assert 3 * 16 * 512 * 151_936 * 4 / GIB > PLAN_HEADROOM * memory_gib
 
 
 def test_the_memory_plan_counts_the_real_model_and_lora():
@@ -110,10 +128,10 @@ def test_the_memory_plan_counts_the_real_model_and_lora():
                          num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-    shape = gpu_backend.GPU_MODEL_SHAPE
+    shape = GPU_MODEL_SHAPE
     assert sum(p.numel() for p in model.parameters()) == shape["params"]
     assert shape["kv_values_per_token"] == 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
-    peft_model = get_peft_model(model, grpo.lora_config("gpu"))
+    peft_model = get_peft_model(model, lora_config("gpu"))
     assert sum(p.numel() for p in peft_model.parameters() if p.requires_grad) == shape["lora_params"]
 
 
@@ -123,13 +141,13 @@ def test_generation_stops_where_the_chat_template_ends_a_turn(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(qwen3_base_like(tmp_path / "qwen-like"))
     assert tokenizer.eos_token == "<|endoftext|>"
     assert hf_child.stop_token_ids(tokenizer) == [2, 0]
-    settings = grpo.device_settings("gpu", tokenizer, capability=T4, vllm_installed=False, memory_gib=15)
+    settings = device_settings("gpu", tokenizer, capability=T4, vllm_installed=False, memory_gib=15)
     assert settings["generation_kwargs"] == {"eos_token_id": [2, 0]}
     assert tokenizer.eos_token == "<|im_end|>" and hf_child.stop_token_ids(tokenizer) == [2, 0]  # idempotent
-    vllm = grpo.device_settings("gpu", tokenizer, capability=A100, vllm_installed=True, memory_gib=40)
+    vllm = device_settings("gpu", tokenizer, capability=A100, vllm_installed=True, memory_gib=40)
     assert vllm["generation_kwargs"] == {"stop_token_ids": [2, 0]}  # vLLM's SamplingParams name
     smollm2 = AutoTokenizer.from_pretrained(convert_gguf(quiet=True))  # eos is already <|im_end|>
-    assert "generation_kwargs" not in grpo.device_settings("cpu", smollm2) and smollm2.eos_token == "<|im_end|>"
+    assert "generation_kwargs" not in device_settings("cpu", smollm2) and smollm2.eos_token == "<|im_end|>"
 
 
 def test_the_evaluation_server_stops_at_the_end_of_the_turn(tmp_path):
@@ -153,7 +171,7 @@ def test_start_model_downloads_every_file_of_a_model_folder(tmp_path, monkeypatc
     asked = {}
     monkeypatch.setattr(huggingface_hub, "snapshot_download",
                         lambda repo_id, allow_patterns: asked.update(repo=repo_id, patterns=allow_patterns) or str(tmp_path))
-    assert grpo.start_model("gpu") == tmp_path and asked["repo"] == gpu_backend.GPU_MODEL
+    assert start_model("gpu") == tmp_path and asked["repo"] == GPU_MODEL
     saved = tmp_path / "saved"
     AutoTokenizer.from_pretrained(convert_gguf(quiet=True)).save_pretrained(saved)
     config = transformers_tiny_config()
@@ -173,19 +191,19 @@ def transformers_tiny_config():
 def test_the_cpu_autocasts_to_bfloat16_only_with_bfloat16_instructions():
     """TRL's GRPOConfig turns bf16 on by default; on a CPU without bfloat16 instructions that is ~14x slower,
     on one with them about 1.7x faster (device_settings' docstring)."""
-    assert grpo.device_settings("cpu", cpu_bf16=False)["bf16"] is False
-    assert GRPOConfig(output_dir="unused", **grpo.device_settings("cpu", cpu_bf16=False)).bf16 is False
-    assert grpo.device_settings("cpu")["bf16"] is grpo.cpu_has_bf16()
-    assert GRPOConfig(output_dir="unused", **grpo.device_settings("cpu", cpu_bf16=True)).bf16 is True
+    assert device_settings("cpu", cpu_bf16=False)["bf16"] is False
+    assert GRPOConfig(output_dir="unused", **device_settings("cpu", cpu_bf16=False)).bf16 is False
+    assert device_settings("cpu")["bf16"] is cpu_has_bf16()
+    assert GRPOConfig(output_dir="unused", **device_settings("cpu", cpu_bf16=True)).bf16 is True
 
 
 def test_bfloat16_instructions_are_read_from_the_cpu_flags():
     amd_avx2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
     epyc_bf16 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n"
     xeon_amx = "processor\t: 0\nflags\t\t: avx2 avx512f amx_bf16 amx_tile\n"
-    assert not grpo.cpu_has_bf16(amd_avx2) and grpo.cpu_has_bf16(epyc_bf16) and grpo.cpu_has_bf16(xeon_amx)
-    assert not grpo.cpu_has_bf16("")  # no flags line: float32
-    assert not grpo.cpu_has_bf16("flags\t: avx512_bf16x\n")  # whole flags only
+    assert not cpu_has_bf16(amd_avx2) and cpu_has_bf16(epyc_bf16) and cpu_has_bf16(xeon_amx)
+    assert not cpu_has_bf16("")  # no flags line: float32
+    assert not cpu_has_bf16("flags\t: avx512_bf16x\n")  # whole flags only
 
 
 def test_the_precision_parameter_picks_the_cpus_precision_and_refuses_what_cannot_run():
@@ -193,18 +211,18 @@ def test_the_precision_parameter_picks_the_cpus_precision_and_refuses_what_canno
     (set before the course was imported); "bfloat16" without the instructions (emulated, ~14x slower) and an
     ACCELERATE_MIXED_PRECISION CPU training cannot use are refused with what to set instead."""
     avx2, amx = "flags\t: avx2 fma\n", "flags\t: avx2 avx512f amx_bf16 amx_tile\n"
-    assert [grpo.cpu_precision("auto", cpu, None) for cpu in (avx2, amx, "")] == ["float32", "bfloat16", "float32"]
-    assert grpo.cpu_precision("float32", amx, None) == "float32" and grpo.cpu_precision("bfloat16", amx, None) == "bfloat16"
-    assert grpo.cpu_precision("auto", amx, "no") == "float32" and grpo.cpu_precision("auto", amx, " BF16") == "bfloat16"
-    assert grpo.cpu_precision("float32", amx, "bf16") == "float32"  # the parameter, said explicitly, wins
+    assert [cpu_precision("auto", cpu, None) for cpu in (avx2, amx, "")] == ["float32", "bfloat16", "float32"]
+    assert cpu_precision("float32", amx, None) == "float32" and cpu_precision("bfloat16", amx, None) == "bfloat16"
+    assert cpu_precision("auto", amx, "no") == "float32" and cpu_precision("auto", amx, " BF16") == "bfloat16"
+    assert cpu_precision("float32", amx, "bf16") == "float32"  # the parameter, said explicitly, wins
     with pytest.raises(ValueError, match="precision='float32'"):
-        grpo.cpu_precision("bfloat16", avx2, None)
+        cpu_precision("bfloat16", avx2, None)
     with pytest.raises(ValueError, match="ACCELERATE_MIXED_PRECISION='bf16' .your environment. needs a CPU with"):
-        grpo.cpu_precision("auto", avx2, "bf16")  # the learner's bf16 on a CPU without it: emulated, refused too
+        cpu_precision("auto", avx2, "bf16")  # the learner's bf16 on a CPU without it: emulated, refused too
     with pytest.raises(ValueError, match="'fp16'.*Unset it"):
-        grpo.cpu_precision("auto", amx, "fp16")
+        cpu_precision("auto", amx, "fp16")
     with pytest.raises(ValueError, match="one of"):
-        grpo.cpu_precision("fp16", amx, None)
+        cpu_precision("fp16", amx, None)
 
 
 def test_a_bf16_config_earlier_in_the_process_leaves_the_cpu_in_float32(monkeypatch):
@@ -217,13 +235,13 @@ def test_a_bf16_config_earlier_in_the_process_leaves_the_cpu_in_float32(monkeypa
     with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return_value=True):
         assert GRPOConfig(output_dir="unused", use_cpu=True).bf16  # TRL's default, as a learner might build it
     assert os.environ["ACCELERATE_MIXED_PRECISION"] == "bf16"  # what transformers leaves behind
-    config = GRPOConfig(output_dir="unused", **grpo.device_settings("cpu", cpu_bf16=False))
+    config = GRPOConfig(output_dir="unused", **device_settings("cpu", cpu_bf16=False))
     assert not config.bf16 and os.environ["ACCELERATE_MIXED_PRECISION"] == "no"
 
 
 def test_lora_only_on_the_gpu():
-    assert grpo.lora_config("cpu") is None
-    config = grpo.lora_config("gpu")
+    assert lora_config("cpu") is None
+    config = lora_config("gpu")
     assert config.r == 32 and config.target_modules == "all-linear"
 
 
@@ -240,16 +258,16 @@ def test_gpu_path_trains_a_step_with_lora_and_frees_the_trainer(gsm8k_dir, tmp_p
     def length_parity(completion, **kwargs) -> float:  # a reward that differs within every group
         return float(len(completion[-1]["content"]) % 2)
 
-    rewards = grpo.RubricRewards(vf.Rubric(funcs=[length_parity], weights=[1.0]))
-    device = {**grpo.device_settings("gpu", tokenizer, capability=A100, vllm_installed=False, memory_gib=40),
+    rewards = RubricRewards(vf.Rubric(funcs=[length_parity], weights=[1.0]))
+    device = {**device_settings("gpu", tokenizer, capability=A100, vllm_installed=False, memory_gib=40),
               "use_cpu": True, "bf16": False}  # forced to the CPU: the only change from a GPU run
     config = GRPOConfig(output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4,
                         num_generations=4, max_completion_length=8, learning_rate=1e-3, logging_steps=1,
                         save_strategy="no", report_to="none", reward_weights=rewards.weights, **device)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
                           train_dataset=env.dataset.select_columns(["prompt", "answer"]),
-                          peft_config=grpo.lora_config("gpu"))
-    trainer.add_callback(grpo.StepTimer(trainer, rewards))
+                          peft_config=lora_config("gpu"))
+    trainer.add_callback(StepTimer(trainer, rewards))
     assert trainer.generation_config.eos_token_id == [2, 0] and trainer.eos_token_id == 2  # <|im_end|> first
     trainer.train()
     assert trainer.state.global_step == 1
@@ -257,7 +275,7 @@ def test_gpu_path_trains_a_step_with_lora_and_frees_the_trainer(gsm8k_dir, tmp_p
     import weakref
 
     adam_moment = weakref.ref(next(iter(trainer.optimizer.state.values()))["exp_avg"])
-    trained = grpo.release_trainer(trainer)  # what the notebook does before the final evaluation
+    trained = release_trainer(trainer)  # what the notebook does before the final evaluation
     gc.collect()
     assert adam_moment() is None, "Adam's state outlived the trainer (transformers' CallbackHandler keeps it)"
     assert not hasattr(trained, "merge_and_unload")  # a plain transformers model again

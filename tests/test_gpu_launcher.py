@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import grpo_views
-from helpers.gpu import launcher as gpu_plan
+from helpers.grpo import launcher as gpu_plan
+from helpers.grpo.training_log import learning_summary, logged_steps, metrics_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_checks_refuse_gpus_without_bfloat16():
 def test_run_plan_refuses_without_gpus_and_starts_nothing(monkeypatch):
     started = []
     monkeypatch.setattr(gpu_plan.subprocess, "Popen", lambda *a, **k: started.append(a))
-    monkeypatch.setattr("helpers.gpu.backend.cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr("helpers.grpo.backends.cuda_gpu_count", lambda: 0)
     with pytest.raises(RuntimeError, match="cannot start here"):
         gpu_plan.run_plan(gpu_plan.build_plan(run_name="plan_test"))
     assert started == []
@@ -140,7 +140,7 @@ def test_the_config_is_built_from_the_final_batch_settings():
 
 @pytest.mark.slow
 def test_the_trainer_script_imports_only_what_requirements_gpu_installs(tmp_path, gsm8k_dir):
-    """The script's whole import chain (verifiers, the trainer, helpers.tracing and its tracing start, the
+    """The script's whole import chain (verifiers, the trainer, helpers.tracing.session and its tracing start, the
     environment, the config), run with every package that `pip install -r requirements-gpu.txt` does not
     install hidden (the list pip's dry run reported: scripts/check_pins.py's newest result), as in the
     GPU environment. Optional imports (tornado for tenacity, aiodns for aiohttp) fail quietly there too;
@@ -192,14 +192,14 @@ def test_notebook_views_read_a_verifiers_log():
     history.append({"eval_reward": 0.3, "eval_rewards/correct_answer": 0.3, "step": 4})
     history.append({"train_runtime": 60.0, "train_loss": 0.01, "step": 4})
     assert "rewards/correct_answer" in history[0] and "rewards/correct_answer/mean" not in history[0]
-    metrics = grpo_views.metrics_table(history)
+    metrics = metrics_table(history)
     assert list(metrics.index) == [1, 2, 3, 4]
     assert {"reward", "grad_norm", "correct_answer", "format_reward"} <= set(metrics.columns)
-    summary = grpo_views.learning_summary(metrics, n=2, column="correct_answer")
+    summary = learning_summary(metrics, n=2, column="correct_answer")
     assert (summary["first"], summary["last"]) == (0.25, 0.5)
-    missing = grpo_views.learning_summary(metrics, column="no_such_reward")  # no KeyError: nothing logged
+    missing = learning_summary(metrics, column="no_such_reward")  # no KeyError: nothing logged
     assert missing["steps"] == 0 and pd.isna(missing["gain"])
-    assert grpo_views.logged_steps(pd.DataFrame()) == []  # no wandb run in this kernel
+    assert logged_steps(pd.DataFrame()) == []  # no wandb run in this kernel
 
 
 def test_train_with_verifiers_reads_the_whole_runs_log(tmp_path, monkeypatch):

@@ -13,14 +13,32 @@ import verifiers as vf
 from fake_completion_server import FakeCompletionServer
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
+from word_arithmetic import hash_lines
 
-from helpers import grpo, grpo_views
-from helpers.env import build_gsm8k_env
-from helpers.local import run_folder
-from helpers.local.child_process import EndpointError
-from helpers.local.gguf_convert import CHECK_PROMPT, convert_gguf, greedy_continuation
-from helpers.local.policy_server import PolicyServer
-from helpers.local.server_rollouts import ServerRolloutGRPOTrainer, sampling_mismatch
+from helpers.grpo import run_folder
+from helpers.grpo.backends import default_threads, device_settings
+from helpers.grpo.policy_server import PolicyServer
+from helpers.grpo.rewards import RewardFunctionFailing, RubricRewards
+from helpers.grpo.server_rollouts import ServerRolloutGRPOTrainer, sampling_mismatch
+from helpers.grpo.step_timer import StepTimer
+from helpers.grpo.training_log import learning_summary, metrics_table, plot_metrics
+from helpers.grpo.verdict import (
+    CUT,
+    FORMAT,
+    MULTI,
+    RIGHT,
+    behaviour,
+    changes,
+    compare_evals,
+    plot_before_after,
+    side_by_side,
+    what_it_learned,
+)
+from helpers.gsm8k_env import build_gsm8k_env
+from helpers.results import design_table, hack_table, plot_sampled_accuracy
+from helpers.serving.child_process import EndpointError
+from helpers.serving.gguf_convert import CHECK_PROMPT, convert_gguf, greedy_continuation
+from helpers.serving.llama_server import THREADS_VARIABLE
 
 COMPLETIONS = [
     "3 + 5 = 8 apples.\n#### 8",          # right format, right answer (gold is set below)
@@ -58,7 +76,7 @@ def test_adapter_gives_the_rubric_numbers(env):
         prompts=prompts, completions=completions, answers=answers,
         states=[{"timing": {"generation_ms": 0.0, "scoring_ms": 0.0, "total_ms": 0.0}} for _ in range(n)],
         tasks=["default"] * n, infos=[{}] * n))
-    adapter = grpo.RubricRewards(env.rubric)
+    adapter = RubricRewards(env.rubric)
     scored = adapter.score(prompts, completions, answers)
     assert scored["reward"] == pytest.approx(expected.reward) == [1.5, 0.5, 0.0, 1.5]
     for name, values in expected.metrics.items():
@@ -77,7 +95,7 @@ def test_a_new_batch_is_scored_anew_even_in_a_reused_list(env):
     """TRL may hand over a new batch in a list object at the address of the last one: the adapter
     recognises batches by their content, not by id()."""
     prompts, completions, answers = _batch(env)
-    adapter = grpo.RubricRewards(env.rubric)
+    adapter = RubricRewards(env.rubric)
     first = adapter.reward_funcs[0](prompts=prompts, completions=completions, answer=answers)
     completions[:] = list(reversed(completions))  # same list object, other completions
     answers[:] = list(reversed(answers))
@@ -94,7 +112,7 @@ def test_a_raising_reward_function_scores_that_rollout_zero_and_training_goes_on
             raise ValueError("cannot parse boom")
         return 1.0
 
-    adapter = grpo.RubricRewards(vf.Rubric(funcs=[correct, fragile], weights=[1.0, 0.5]))
+    adapter = RubricRewards(vf.Rubric(funcs=[correct, fragile], weights=[1.0, 0.5]))
     completions = [[{"role": "assistant", "content": t}] for t in ("8", "8 boom", "7")]
     scored = adapter.reward_funcs[0](prompts=[[]] * 3, completions=completions, answer=["8"] * 3)
     assert scored == [1.0, 0.0, 0.0]
@@ -107,9 +125,9 @@ def test_a_reward_function_failing_on_most_rollouts_stops_training():
     def broken(completion, **kwargs) -> float:
         raise KeyError("answer")
 
-    adapter = grpo.RubricRewards(vf.Rubric(funcs=[broken], weights=[1.0]))
+    adapter = RubricRewards(vf.Rubric(funcs=[broken], weights=[1.0]))
     completions = [[{"role": "assistant", "content": str(i)}] for i in range(4)]
-    with pytest.raises(grpo.RewardFunctionFailing, match=r"broken raised on 4 of the 4 rollouts"):
+    with pytest.raises(RewardFunctionFailing, match=r"broken raised on 4 of the 4 rollouts"):
         adapter.reward_funcs[0](prompts=[[]] * 4, completions=completions, answer=["1"] * 4)
 
 
@@ -118,7 +136,7 @@ def test_a_reward_function_failing_on_most_rollouts_stops_training():
 
 @pytest.mark.slow
 def test_conversion_matches_the_llama_cpp_server(local_server, model_dir):
-    from helpers.local.gguf_convert import check_against_server
+    from helpers.serving.gguf_convert import check_against_server
 
     config = json.loads((model_dir / "config.json").read_text())
     assert config["rope_theta"] == 100000.0 and "rope_parameters" not in config
@@ -198,7 +216,7 @@ def _config(output_dir, **overrides) -> GRPOConfig:
                 "num_generations": 4, "max_completion_length": 12, "learning_rate": 1e-4, "temperature": 1.0,
                 "seed": 0, "logging_steps": 1, "save_strategy": "steps", "save_steps": 1, "save_total_limit": 1,
                 "report_to": "none", "lr_scheduler_type": "constant", "max_prompt_length": 256,
-                **grpo.device_settings("cpu")}  # bfloat16 autocast only where the CPU has the instructions
+                **device_settings("cpu")}  # bfloat16 autocast only where the CPU has the instructions
     return GRPOConfig(**{**settings, **overrides})
 
 
@@ -207,7 +225,7 @@ def test_server_rollouts_train_and_log_the_time_split(env, model_dir, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    rewards = grpo.RubricRewards(_varied_rubric())
+    rewards = RubricRewards(_varied_rubric())
     config = _config(tmp_path / "run", reward_weights=rewards.weights, save_strategy="no")
     run_folder.prepare_run_dir(config)
     with PolicyServer(folder=tmp_path, name="trainer-test", parallel=4) as server:
@@ -215,10 +233,10 @@ def test_server_rollouts_train_and_log_the_time_split(env, model_dir, tmp_path):
         trainer = ServerRolloutGRPOTrainer(
             model=model, processing_class=tokenizer, args=config, reward_funcs=rewards.reward_funcs,
             train_dataset=env.dataset.select_columns(["prompt", "answer"]), policy_server=server)
-        trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
+        trainer.add_callback(StepTimer(trainer, rewards, server))
         trainer.train()
         assert server.syncs == 2  # step 0's weights before training, step 1's after the first update
-    metrics = grpo_views.metrics_table(trainer.state.log_history)
+    metrics = metrics_table(trainer.state.log_history)
     assert list(metrics.index) == [1, 2]
     assert metrics.loc[2, "sync_s"] > 0 and metrics.loc[1, "sync_s"] == 0  # step 1 used the weights synced before
     assert (metrics[["generation_s", "scoring_s", "update_s", "step_s"]] > 0).all().all()
@@ -233,14 +251,14 @@ class _InterruptAfterFirstSave(TrainerCallback):
 
 @pytest.mark.slow
 def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, capsys):
-    rewards = grpo.RubricRewards(_varied_rubric())
+    rewards = RubricRewards(_varied_rubric())
 
     def trainer_for(config, callbacks=None):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model_dir),
                               args=config, reward_funcs=rewards.reward_funcs, callbacks=callbacks,
                               train_dataset=env.dataset.select_columns(["prompt", "answer"]))
-        trainer.add_callback(grpo.StepTimer(trainer, rewards))
+        trainer.add_callback(StepTimer(trainer, rewards))
         return trainer
 
     config = _config(tmp_path / "run", reward_weights=rewards.weights)
@@ -255,7 +273,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(env, model_dir, tmp_path, 
     trainer = trainer_for(config)
     trainer.train(resume_from_checkpoint=run_folder.last_checkpoint(config.output_dir))
     assert trainer.state.global_step == 2
-    metrics = grpo_views.metrics_table(trainer.state.log_history)
+    metrics = metrics_table(trainer.state.log_history)
     assert list(metrics.index) == [1, 2]  # step 1 from the checkpoint's log, step 2 new
     assert {"generation_s", "update_s", "reward", "length_parity"} <= set(metrics.columns)
 
@@ -274,7 +292,7 @@ def test_other_settings_move_the_earlier_run_aside_and_never_delete_it(tmp_path,
 
 
 class _Rewards:
-    """What prepare_run_dir reads of a grpo.RubricRewards: the functions, their names and weights."""
+    """What prepare_run_dir reads of a RubricRewards: the functions, their names and weights."""
 
     def __init__(self, *functions, weights=None):
         self.functions, self.names = list(functions), [f.__name__ for f in functions]
@@ -340,7 +358,7 @@ def test_a_finished_run_is_loaded_and_not_trained_past_max_steps(env, model_dir,
     would run one), and the trainer holds the checkpoint's weights and log."""
     from safetensors.torch import load_file
 
-    rewards = grpo.RubricRewards(_varied_rubric())
+    rewards = RubricRewards(_varied_rubric())
 
     def trainer_for(config):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -361,7 +379,7 @@ def test_a_finished_run_is_loaded_and_not_trained_past_max_steps(env, model_dir,
     second = trainer_for(config)
     assert run_folder.load_if_finished(second, checkpoint)
     assert "already holds all 2 steps" in capsys.readouterr().out
-    assert second.state.global_step == 2 and list(grpo_views.metrics_table(second.state.log_history).index) == [1, 2]
+    assert second.state.global_step == 2 and list(metrics_table(second.state.log_history).index) == [1, 2]
     saved = load_file(str(Path(checkpoint) / "model.safetensors"))
     loaded = second.model.state_dict()
     assert all(torch.equal(loaded[k], v) for k, v in saved.items())
@@ -370,9 +388,9 @@ def test_a_finished_run_is_loaded_and_not_trained_past_max_steps(env, model_dir,
 
 def test_a_run_trained_in_bfloat16_is_resumed_on_a_cpu_without_it(tmp_path, capsys):
     """The instructor's run (a CPU with bfloat16 instructions) handed to a learner's laptop (float32) resumes."""
-    run_folder.prepare_run_dir(_config(tmp_path / "run", **grpo.device_settings("cpu", cpu_bf16=True)), variant="hash")
+    run_folder.prepare_run_dir(_config(tmp_path / "run", **device_settings("cpu", cpu_bf16=True)), variant="hash")
     (tmp_path / "run" / "checkpoint-2").mkdir()
-    run_folder.prepare_run_dir(_config(tmp_path / "run", **grpo.device_settings("cpu", cpu_bf16=False)), variant="hash")
+    run_folder.prepare_run_dir(_config(tmp_path / "run", **device_settings("cpu", cpu_bf16=False)), variant="hash")
     assert (tmp_path / "run" / "checkpoint-2").is_dir() and [p.name for p in tmp_path.iterdir()] == ["run"]
     assert "starting over" not in capsys.readouterr().out
 
@@ -422,12 +440,12 @@ def test_metrics_table_and_summary():
          "timing/generation_s": 3.0, "timing/update_s": 1.0, "timing/sync_s": 0.5, "step": s}
         for s, r in enumerate([0.0, 0.1, 0.0, 0.2, 0.1, 0.3, 0.4, 0.5, 0.5, 0.6, 0.7], start=1)
     ] + [{"train_loss": 0.0, "step": 11}]
-    table = grpo_views.metrics_table(history)
+    table = metrics_table(history)
     assert list(table.index) == list(range(1, 12))
     assert table.loc[3, "hash_format"] == 0.0 and table.loc[11, "completion_length"] == 111
-    summary = grpo_views.learning_summary(table)
+    summary = learning_summary(table)
     assert summary["first"] == pytest.approx(0.08) and summary["last"] == pytest.approx(0.54)
-    fig = grpo_views.plot_metrics(table, ["hash_format"])
+    fig = plot_metrics(table, ["hash_format"])
     assert len(fig.axes) == 8
 
 
@@ -448,16 +466,16 @@ def test_what_it_learned_names_the_signs_from_the_numbers_with_intervals():
     hacked = ["#### 72\n#### 72\n#### 72\n#### 7", "#### 1\n#### 1\n#### 1", "#### 72\n#### 72", "#### 5\n#### 5"]
     before = _eval_run("before", solved * 5, ["stop"] * 20)
     after = _eval_run("after", hacked * 5, ["length"] * 20)
-    table = grpo_views.behaviour({"before": before, "after": after})
-    assert table.loc["after", grpo_views.MULTI] == 1.0 and table.loc["before", grpo_views.MULTI] == 0.0
-    assert table.loc["after", grpo_views.CUT] == 1.0 and table.loc["before", grpo_views.FORMAT] == 0.5
-    verdict = grpo_views.what_it_learned(before, after)
+    table = behaviour({"before": before, "after": after})
+    assert table.loc["after", MULTI] == 1.0 and table.loc["before", MULTI] == 0.0
+    assert table.loc["after", CUT] == 1.0 and table.loc["before", FORMAT] == 0.5
+    verdict = what_it_learned(before, after)
     assert "2+ '####' lines: 0% -> 100% (+100%, 95% interval +100% to +100%)" in verdict
     assert "Beyond chance, these rose too: completions cut at max_tokens and completions with 2+ '####' lines" in verdict
     assert "On 20 held-out examples" in verdict
     honest = _eval_run("after", solved[:2] * 10, ["stop"] * 20)
-    assert "None of the signs of a reward earned another way" in grpo_views.what_it_learned(before, honest)
-    shown = grpo_views.side_by_side(before, after, ["hash_format"], n=2)
+    assert "None of the signs of a reward earned another way" in what_it_learned(before, honest)
+    shown = side_by_side(before, after, ["hash_format"], n=2)
     assert list(shown["gold"]) == ["72", "72"] and "⏎" in shown.loc[0, "after: completion"]
 
 
@@ -465,10 +483,10 @@ def test_what_it_learned_says_not_significant_when_the_interval_spans_zero():
     """A 25-point rise in cut completions over 4 examples is a sign, not a finding: the verdict says so."""
     before = _eval_run("before", ["#### 72"] * 4, ["stop"] * 4)
     after = _eval_run("after", ["#### 72"] * 4, ["length", "stop", "stop", "stop"])
-    verdict = grpo_views.what_it_learned(before, after)
+    verdict = what_it_learned(before, after)
     assert "Beyond chance, these rose" not in verdict and "not significant" in verdict
     assert "cut at max_tokens: 0% -> 25% (+25%, 95% interval +0% to +75%, not significant)" in verdict
-    row = grpo_views.changes(before, after).loc[grpo_views.CUT]
+    row = changes(before, after).loc[CUT]
     assert row["low"] == 0.0 and row["examples"] == 4
 
 
@@ -477,15 +495,15 @@ def test_what_it_learned_reads_the_right_number_from_the_replies_whatever_the_fo
     drops the '####' line while answering right shows both, each with its interval."""
     before = _eval_run("before", ["4 + 3 = 7\n#### 7", "It is 70.", "#### 70", "About 12."] * 5, ["stop"] * 20)
     after = _eval_run("after", ["4 + 3 = 72", "It is 72.", "So 72", "72 apples."] * 5, ["stop"] * 20)
-    table = grpo_views.changes(before, after)
-    assert table.loc[grpo_views.RIGHT, "before"] == 0.0 and table.loc[grpo_views.RIGHT, "after"] == 1.0
-    assert table.loc[grpo_views.FORMAT, "before"] == 0.5 and table.loc[grpo_views.FORMAT, "after"] == 0.0
-    verdict = grpo_views.what_it_learned(before, after)
+    table = changes(before, after)
+    assert table.loc[RIGHT, "before"] == 0.0 and table.loc[RIGHT, "after"] == 1.0
+    assert table.loc[FORMAT, "before"] == 0.5 and table.loc[FORMAT, "after"] == 0.0
+    verdict = what_it_learned(before, after)
     assert "the right number (the reply's last, whatever the format): 0% -> 100%" in verdict
     assert "It answers more of these problems right, beyond chance." in verdict
     assert "the '#### N' format: 50% -> 0% (-50%, 95% interval -" in verdict
-    assert "It answers fewer" in grpo_views.what_it_learned(after, before)
-    assert grpo_views.behaviour({"after": after}).loc["after", grpo_views.RIGHT] == 1.0
+    assert "It answers fewer" in what_it_learned(after, before)
+    assert behaviour({"after": after}).loc["after", RIGHT] == 1.0
 
 
 def test_paired_bootstrap_interval():
@@ -505,23 +523,23 @@ def test_compare_evals_table():
                              "summary": {"reward": reward, "hash_format": reward,
                                          "accuracy": {"mean": 0.0, "ci95": [0.0, 0.5], "n": 1}}})
 
-    table = grpo_views.compare_evals({"before": run(0.1), "after": run(0.4), "notebook 01": None})
+    table = compare_evals({"before": run(0.1), "after": run(0.4), "notebook 01": None})
     assert list(table.index) == ["before", "after"]  # a missing reference run is left out
     assert table.loc["after", "reward"] == 0.4
-    grpo_views.plot_before_after(table, ["hash_format"])
+    plot_before_after(table, ["hash_format"])
 
 
 def test_training_threads_leave_busy_cores_alone_but_ignore_short_bursts(monkeypatch):
     import psutil
 
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    monkeypatch.delenv(grpo.THREADS_VARIABLE, raising=False)
+    monkeypatch.delenv(THREADS_VARIABLE, raising=False)
     for samples, threads in [([5, 5, 5, 5], 2), ([30, 30, 30, 30], 2),  # 30%: a program using part of a core
                              ([100, 5, 5, 5], 2), ([5, 100, 100, 5], 2),  # bursts shorter than the sample
                              ([60, 55, 70, 65], 1), ([100, 100, 100, 100], 1)]:  # a core busy all along
         answers = iter(samples)
         monkeypatch.setattr(psutil, "cpu_percent", lambda interval, answers=answers: next(answers))
-        assert grpo.default_threads() == threads, samples
+        assert default_threads() == threads, samples
 
 
 def test_a_fixed_thread_count_is_never_sampled(monkeypatch):
@@ -529,12 +547,12 @@ def test_a_fixed_thread_count_is_never_sampled(monkeypatch):
     import psutil
 
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval: 100)
-    monkeypatch.setenv(grpo.THREADS_VARIABLE, "2")
-    assert grpo.default_threads() == 2
+    monkeypatch.setenv(THREADS_VARIABLE, "2")
+    assert default_threads() == 2
     for wrong in ("0", "two", "-1"):
-        monkeypatch.setenv(grpo.THREADS_VARIABLE, wrong)
+        monkeypatch.setenv(THREADS_VARIABLE, wrong)
         with pytest.raises(ValueError, match="COURSE_THREADS"):
-            grpo.default_threads()
+            default_threads()
 
 
 class _SlowCompletionServer(FakeCompletionServer):
@@ -583,34 +601,34 @@ def test_a_slow_policy_server_is_waited_for_and_a_hung_one_named(tmp_path):
 
 
 def test_design_table_and_curves_from_a_committed_learnability_file():
-    from helpers.local.paths import PROJECT_ROOT
+    from helpers.paths import PROJECT_ROOT
 
     record = json.loads((PROJECT_ROOT / "benchmarks/results/learnability-arith-short-last-number-2026-12-05.json").read_text())
-    table = grpo_views.design_table({"GRPO": record["summary"], "expert iteration": record["summary_expert_iteration"]})
+    table = design_table({"GRPO": record["summary"], "expert iteration": record["summary_expert_iteration"]})
     gain = record["summary_expert_iteration"]["diff_sampled_lenient"]
     assert table.loc["expert iteration", "gain"] == gain["mean"] and table.loc["GRPO", "seeds"] == len(record["runs"])
     assert table.loc["GRPO", "gain, 95% interval"].endswith("not significant")
     assert not table.loc["expert iteration", "gain, 95% interval"].endswith("not significant")
-    fig = grpo_views.plot_sampled_accuracy(record, record)
+    fig = plot_sampled_accuracy(record, record)
     curves = fig.axes[0].get_lines()
     assert len(curves) == len(record["runs"]) + len(record["expert_iteration_runs"])
     assert len(curves[0].get_xdata()) == record["steps"] and curves[0].get_xdata()[-1] == 32 * record["steps"]
 
 
 def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interval():
-    """bench_learnability's multi_marker uses helpers.grpo.hash_lines (what notebook 02 counts), which sees the
+    """bench_learnability's multi_marker uses word_arithmetic.hash_lines (what notebook 02 counts), which sees the
     hack of 2026-12-05 that the older multi_hash (lines starting with '####') missed; its summary gives the
     hack rate's parts a paired interval over problems."""
     import sys
 
-    from helpers.local.paths import PROJECT_ROOT
+    from helpers.paths import PROJECT_ROOT
 
     sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
     import bench_learnability
 
     hack = '#### 66\nThe answer is "#### 66'
-    assert grpo.hash_lines(hack) == 2 and bench_learnability.hash_lines(hack) == 1
-    assert grpo.hash_lines("3 + 5 = 8\n#### 8") == 1
+    assert hash_lines(hack) == 2 and bench_learnability.lines_starting_with_hash(hack) == 1
+    assert hash_lines("3 + 5 = 8\n#### 8") == 1
 
     def evaluation(multi: list[int], cut: list[int]) -> dict:
         n = len(multi)
@@ -630,12 +648,12 @@ def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interva
 
 def test_hack_table_from_the_committed_hack_files():
     """Notebook 02's section-12 table: every arm's figures as its result file's summary says, per seed too."""
-    from helpers.local.paths import PROJECT_ROOT
+    from helpers.paths import PROJECT_ROOT
 
     results = PROJECT_ROOT / "benchmarks" / "results"
     records = {name: json.loads(max(results.glob(f"learnability-{name}-2*.json")).read_text())
                for name in ("arith-hack-format", "arith-hack-one-line")}
-    table = grpo_views.hack_table(records)
+    table = hack_table(records)
     for name, record in records.items():
         s, row = record["summary"], table.loc[name]
         assert row["seeds"] == len(record["runs"]) >= 3
@@ -651,7 +669,7 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     import dataclasses
     import sys
 
-    from helpers.local.paths import PROJECT_ROOT
+    from helpers.paths import PROJECT_ROOT
 
     sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
 

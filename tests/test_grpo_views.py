@@ -11,41 +11,58 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import grpo_views
+from helpers.charts import figure
 from helpers.checks import CHECKS, _load_checks
 from helpers.checks import notebook_02 as checks_02
 from helpers.evaluation import EvalRun
-from helpers.local import run_folder, server_rollouts
+from helpers.grpo import run_folder, server_rollouts
+from helpers.grpo.gpu_recipes import recipe_settings, train_with_verifiers
+from helpers.grpo.reward_choice import fix_runs, reward_note, which_reward
+from helpers.grpo.training_log import _draw_cut, _draw_rewards, plot_metrics
+from helpers.grpo.verdict import (
+    CONSTANT,
+    CUT,
+    FORMAT,
+    MULTI,
+    RIGHT,
+    RIGHT_HASH,
+    SIGNS,
+    WRONG_HASH,
+    behaviour,
+    verdict,
+    what_it_learned,
+)
+from helpers.results import KINDS, arms_table, result_record, seeds_table
 
 # ----------------------------------------------------------------------------- the verdict, branch by branch
 
 
 def _table(right=(0.2, 0.4, 0.1, 0.3), **signs) -> pd.DataFrame:
     """A `changes` table: (before, after, low, high) for the right number and each sign (no change by default)."""
-    rows = {grpo_views.RIGHT: right, grpo_views.RIGHT_HASH: (0.1, 0.1, -0.05, 0.05),
-            grpo_views.FORMAT: (0.4, 0.4, -0.05, 0.05)}
-    for column in grpo_views.SIGNS:
+    rows = {RIGHT: right, RIGHT_HASH: (0.1, 0.1, -0.05, 0.05),
+            FORMAT: (0.4, 0.4, -0.05, 0.05)}
+    for column in SIGNS:
         rows[column] = (0.1, 0.1, -0.05, 0.05)
-    names = {"cut": grpo_views.CUT, "multi": grpo_views.MULTI, "constant": grpo_views.CONSTANT,
-             "wrong": grpo_views.WRONG_HASH}
+    names = {"cut": CUT, "multi": MULTI, "constant": CONSTANT,
+             "wrong": WRONG_HASH}
     rows.update({names[key]: value for key, value in signs.items()})
     return pd.DataFrame({name: {"before": b, "after": a, "change": a - b, "low": lo, "high": hi, "examples": 50}
                          for name, (b, a, lo, hi) in rows.items()}).T
 
 
 def test_right_up_and_no_sign_rose():
-    said = grpo_views.verdict(_table())
+    said = verdict(_table())
     assert "It answers more of these problems right, beyond chance." in said
     assert "None of the signs of a reward earned another way" in said and "Beyond chance, these rose" not in said
 
 
 def test_right_down_beyond_chance():
-    said = grpo_views.verdict(_table(right=(0.4, 0.2, -0.3, -0.1)))
+    said = verdict(_table(right=(0.4, 0.2, -0.3, -0.1)))
     assert "It answers fewer of these problems right, beyond chance." in said
 
 
 def test_right_within_chance_is_not_called_a_rise():
-    said = grpo_views.verdict(_table(right=(0.2, 0.25, -0.02, 0.12)))
+    said = verdict(_table(right=(0.2, 0.25, -0.02, 0.12)))
     assert "not significant on these examples (the interval includes no change)" in said
     assert "It answers more" not in said and "It answers fewer" not in said
 
@@ -53,7 +70,7 @@ def test_right_within_chance_is_not_called_a_rise():
 def test_a_sign_that_rose_beyond_chance_while_right_answers_fell_is_named_as_such():
     """The placeholder's run (issue 40): cut replies 67% -> 100%, interval +24 to +42, right answers down. The old
     verdict said the interval 'includes no change'; the words now follow the interval."""
-    said = grpo_views.verdict(_table(right=(0.21, 0.085, -0.2, -0.05), cut=(0.67, 1.0, 0.24, 0.42)))
+    said = verdict(_table(right=(0.21, 0.085, -0.2, -0.05), cut=(0.67, 1.0, 0.24, 0.42)))
     assert "completions cut at max_tokens: 67% -> 100% (+33%, 95% interval +24% to +42%)" in said
     assert "Beyond chance, these rose too: completions cut at max_tokens." in said
     assert "did not rise with them" in said
@@ -61,20 +78,20 @@ def test_a_sign_that_rose_beyond_chance_while_right_answers_fell_is_named_as_suc
 
 
 def test_a_sign_that_rose_with_the_right_answers_asks_to_read_the_replies():
-    said = grpo_views.verdict(_table(constant=(0.1, 0.5, 0.3, 0.5)))
+    said = verdict(_table(constant=(0.1, 0.5, 0.3, 0.5)))
     assert "Beyond chance, these rose too: completions whose last number is the run's most common one." in said
     assert "The right answers rose with them" in said
 
 
 def test_a_large_rise_whose_interval_includes_zero_is_called_not_significant_and_nothing_more():
-    said = grpo_views.verdict(_table(multi=(0.0, 0.25, 0.0, 0.75)))
+    said = verdict(_table(multi=(0.0, 0.25, 0.0, 0.75)))
     assert "Rose by 20% or more, but the interval includes no change (not significant on 50 examples): " \
            "completions with 2+ '####' lines." in said
     assert "Beyond chance, these rose" not in said and "None of the signs" not in said
 
 
 def test_a_sign_that_fell_is_not_a_rise():
-    said = grpo_views.verdict(_table(cut=(0.6, 0.0, -0.7, -0.5)))
+    said = verdict(_table(cut=(0.6, 0.0, -0.7, -0.5)))
     assert "None of the signs of a reward earned another way" in said
 
 
@@ -89,11 +106,11 @@ def test_a_constant_answer_and_wrong_answer_lines_are_measured_from_the_replies(
     answers = [str(n) for n in range(3, 23)]
     before = _eval_run([f"{a} + 0 = {a}" for a in answers], answers)
     after = _eval_run(["#### 9"] * 20, answers)
-    table = grpo_views.behaviour({"before": before, "after": after})
-    assert table.loc["after", grpo_views.CONSTANT] == 1.0 and table.loc["before", grpo_views.CONSTANT] == 0.05
-    assert table.loc["after", grpo_views.WRONG_HASH] == 0.95  # '#### 9' is right for the gold 9 only
+    table = behaviour({"before": before, "after": after})
+    assert table.loc["after", CONSTANT] == 1.0 and table.loc["before", CONSTANT] == 0.05
+    assert table.loc["after", WRONG_HASH] == 0.95  # '#### 9' is right for the gold 9 only
     assert table.loc["before", "numbers per completion"] == 3.0
-    said = grpo_views.what_it_learned(before, after)
+    said = what_it_learned(before, after)
     assert "completions whose last number is the run's most common one: 5% -> 100%" in said
     assert "It answers fewer of these problems right, beyond chance." in said
 
@@ -120,36 +137,36 @@ def results(tmp_path):
 
 
 def test_seeds_table_gives_each_seed_and_how_many_rose(results):
-    table = grpo_views.seeds_table("fake", results=results)
-    row = table.loc[grpo_views.KINDS["pass1"]]
+    table = seeds_table("fake", results=results)
+    row = table.loc[KINDS["pass1"]]
     assert row["seeds"] == "rose in 2 of 3 seeds, fell in 1" and row["per seed"] == "+30%, +20%, -10%"
     assert row["95% interval over problems"] == "+1.0% to +20.0%"
     assert row["95% interval over seeds"] == "-10.0% to +40.0%, not significant"
-    assert table.loc[grpo_views.KINDS["greedy"], "before"] == "not measured yet"  # not in this file's signs
+    assert table.loc[KINDS["greedy"], "before"] == "not measured yet"  # not in this file's signs
     assert table.index.name == "fake: 3 seeds, 36 steps, 100 problems"
-    confirm = grpo_views.seeds_table("fake", block="confirm", results=results)
-    assert confirm.loc[grpo_views.KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
+    confirm = seeds_table("fake", block="confirm", results=results)
+    assert confirm.loc[KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
     assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems"
 
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
-    assert "not measured yet" in grpo_views.seeds_table("absent", results=results).columns
+    assert "not measured yet" in seeds_table("absent", results=results).columns
     (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps({"base": {"n": 100}, "summary": {"seeds": [0]}}))
-    said = grpo_views.seeds_table("old", block="confirm", results=results)
+    said = seeds_table("old", block="confirm", results=results)
     assert said.loc["old", "not measured yet"] == "no 'confirm' block in its file"
-    arms = grpo_views.arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
+    arms = arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
     assert arms.loc["not yet", "seeds"] == "not measured yet"
-    assert arms.loc["here", grpo_views.KINDS["pass1"]] == "20% -> 33% (+13.3%; rose in 2 of 3 seeds, fell in 1)"
-    assert arms.loc["here", grpo_views.KINDS["greedy"]] == "not measured"
+    assert arms.loc["here", KINDS["pass1"]] == "20% -> 33% (+13.3%; rose in 2 of 3 seeds, fell in 1)"
+    assert arms.loc["here", KINDS["greedy"]] == "not measured"
 
 
 def test_older_files_give_their_measures_with_seeds_too():
     """Files written before the 'signs' block (e.g. notebook 02's design before issue 40) still give pass@1 and
     greedy per seed, from their diff_* keys."""
-    table = grpo_views.seeds_table("arith-short-bf16-36")
-    record = grpo_views.result_record("arith-short-bf16-36")
+    table = seeds_table("arith-short-bf16-36")
+    record = result_record("arith-short-bf16-36")
     per_seed = record["summary"]["diff_lenient"]["per_seed"]
-    greedy = table.loc[grpo_views.KINDS["greedy"]]
+    greedy = table.loc[KINDS["greedy"]]
     assert greedy["seeds"] == f"rose in {sum(x > 0 for x in per_seed)} of {len(per_seed)} seeds, fell in 1"
 
 
@@ -157,14 +174,14 @@ def test_older_files_give_their_measures_with_seeds_too():
 
 
 def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, capsys, monkeypatch):
-    from helpers.grpo import gold_anywhere
+    from word_arithmetic import gold_anywhere
 
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
 
     def placeholder(completion, answer, **kwargs):
         return gold_anywhere(completion, answer)
 
-    assert grpo_views.which_reward(placeholder) is False
+    assert which_reward(placeholder) is False
     said = capsys.readouterr().out
     assert "the exercise's placeholder, as committed" in said and "TABLE" in said
     assert "not yet" not in said  # the check ran quietly
@@ -172,7 +189,7 @@ def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, 
     def other(completion, answer, **kwargs):
         return 0.0
 
-    assert grpo_views.which_reward(other) is False
+    assert which_reward(other) is False
     assert "your function as written (it does not pass its check yet)" in capsys.readouterr().out
 
     def yours(completion, answer, **kwargs):  # the learner's own code, as solutions/02 writes it (a call to the
@@ -184,24 +201,24 @@ def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, 
         numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", completion[-1]["content"])
         return 1.0 if numbers and canonical_number(numbers[-1]) == canonical_number(answer) else 0.0
 
-    assert grpo_views.which_reward(yours) is True
+    assert which_reward(yours) is True
     assert "uses your last_number_right" in capsys.readouterr().out
 
 
 def test_the_note_after_training_reads_the_reward_from_the_run_not_the_cells(tmp_path, capsys, monkeypatch):
     """Issue 43: the run's folder records which reward it started with; the note reads that record."""
-    from helpers.local import run_folder
+    from helpers.grpo import run_folder
 
     monkeypatch.setattr("IPython.display.display", lambda *a, **k: print("TABLE", *a))
     record = tmp_path / "course_run.json"
     record.write_text('{"identity": {"rewards": [{"name": "last_number_right"}]}, "reward_is_yours": false}')
-    assert grpo_views.reward_note(tmp_path) is False
+    assert reward_note(tmp_path) is False
     assert "numbers per completion" in capsys.readouterr().out
     record.write_text('{"identity": {"rewards": [{"name": "last_number_right"}]}, "reward_is_yours": true}')
-    assert grpo_views.reward_note(tmp_path) is True
+    assert reward_note(tmp_path) is True
     assert "trained on your last_number_right" in capsys.readouterr().out
     assert run_folder.trained_reward(tmp_path / "nowhere") == {"reward_is_yours": None, "reward_functions": []}
-    assert grpo_views.reward_note(tmp_path / "nowhere") is False
+    assert reward_note(tmp_path / "nowhere") is False
     assert "does not record which reward" in capsys.readouterr().out
 
 
@@ -213,10 +230,10 @@ def test_section_12_trains_only_the_finished_fix(gsm8k_dir, capsys):
         reply = completion[-1]["content"]
         return 1.0 if reply.count("####") == 1 and extract_hash_answer(reply) else 0.0
 
-    assert grpo_views.fix_runs(placeholder, hack_steps=12) is False
+    assert fix_runs(placeholder, hack_steps=12) is False
     said = capsys.readouterr().out
     assert "skipped: right_answer_line is not finished" in said and "not yet" not in said
-    assert grpo_views.fix_runs(placeholder, hack_steps=0) is False
+    assert fix_runs(placeholder, hack_steps=0) is False
     assert "hack_steps = 0" in capsys.readouterr().out
 
     def right_answer_line(completion, answer, **kwargs):
@@ -226,7 +243,7 @@ def test_section_12_trains_only_the_finished_fix(gsm8k_dir, capsys):
 
     from gsm8k_course import canonical_number as canonical
 
-    assert grpo_views.fix_runs(right_answer_line, hack_steps=12) is True
+    assert fix_runs(right_answer_line, hack_steps=12) is True
     assert "your right_answer_line (its check passed) for 12 steps" in capsys.readouterr().out
 
 
@@ -236,14 +253,14 @@ def test_section_12_trains_only_the_finished_fix(gsm8k_dir, capsys):
 def test_the_reward_chart_has_its_rolling_mean_and_the_cut_share_its_own_panel():
     metrics = pd.DataFrame({"reward": [0.1, 0.6, 0.0, 0.5, 0.2, 0.4], "clipped_ratio": [0.6, 0.5, 0.4, 0.2, 0.1, 0.0]},
                            index=range(1, 7))
-    _, axes = grpo_views._figure(10, 3, 1, 2)
-    grpo_views._draw_rewards(axes[0, 0], metrics, [])
-    grpo_views._draw_cut(axes[0, 1], metrics)
+    _, axes = figure(10, 3, 1, 2)
+    _draw_rewards(axes[0, 0], metrics, [])
+    _draw_cut(axes[0, 1], metrics)
     raw, mean = axes[0, 0].get_lines()
     assert list(raw.get_ydata()) == [0.1, 0.6, 0.0, 0.5, 0.2, 0.4]
     assert mean.get_ydata()[-1] == pytest.approx((0.6 + 0.0 + 0.5 + 0.2 + 0.4) / 5)
     assert len(axes[0, 1].get_lines()) == 2 and "cut" in axes[0, 1].get_title()
-    assert len(grpo_views.plot_metrics(metrics, []).axes) == 8
+    assert len(plot_metrics(metrics, []).axes) == 8
 
 
 # ----------------------------------------------------------------------------- the loss exercise
@@ -335,19 +352,18 @@ def test_out_of_memory_advice_says_which_changes_restart_the_run(tmp_path):
 
 
 def test_the_gpu_paths_take_the_notebooks_settings(monkeypatch, tmp_path):
-    """helpers.gpu.other_hardware, checked on the CPU: the one-GPU recipe's settings are parameters the notebook has,
+    """helpers.grpo.gpu_recipes, checked on the CPU: the one-GPU recipe's settings are parameters the notebook has,
     and the 2-GPU recipe is built from the notebook's own GRPOConfig."""
     from trl import GRPOConfig
 
-    from helpers.gpu import other_hardware
-    from helpers.local.parameters import GRPO_PARAMETERS
+    from helpers.parameters import GRPO_PARAMETERS
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))
-    assert other_hardware.recipe_settings("cpu") == {} == other_hardware.recipe_settings("verifiers")
-    monkeypatch.setattr(other_hardware.gpu_backend, "one_gpu_plan",
+    assert recipe_settings("cpu") == {} == recipe_settings("verifiers")
+    monkeypatch.setattr("helpers.grpo.gpu_recipes.one_gpu_plan",
                         lambda: SimpleNamespace(per_device_train_batch_size=4, table=lambda: "a table"))
     monkeypatch.setattr("IPython.display.display", lambda *args: None)
-    settings = other_hardware.recipe_settings("gpu")
+    settings = recipe_settings("gpu")
     assert set(settings) <= set(GRPO_PARAMETERS) and settings["per_device_train_batch_size"] == 4
 
     seen = {}
@@ -356,13 +372,13 @@ def test_the_gpu_paths_take_the_notebooks_settings(monkeypatch, tmp_path):
         seen["plan"] = plan
         return tmp_path / "final", [{"loss": 0.0, "step": 1}]
 
-    monkeypatch.setattr(other_hardware.launcher, "train_with_verifiers", train)
+    monkeypatch.setattr("helpers.grpo.launcher.train_with_verifiers", train)
     monkeypatch.setattr("transformers.AutoModelForCausalLM.from_pretrained", lambda *args, **kwargs: "the model")
     config = GRPOConfig(output_dir=str(tmp_path / "out"), run_name="r", max_steps=7, learning_rate=1e-5,
                         num_generations=4, per_device_train_batch_size=8, max_completion_length=64, seed=3,
                         use_cpu=True, bf16=False)
     server = SimpleNamespace(stop=lambda: seen.setdefault("server stopped", True))
-    trained, final_dir, history, _ = other_hardware.train_with_verifiers(server, "a/model", config, 100, 20)
+    trained, final_dir, history, _ = train_with_verifiers(server, "a/model", config, 100, 20)
     assert (trained, final_dir, history) == ("the model", tmp_path / "final", [{"loss": 0.0, "step": 1}])
     command = seen["plan"].train_cmd
     given = {flag: command[command.index(flag) + 1] for flag in

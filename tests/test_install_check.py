@@ -6,10 +6,9 @@ import time
 
 import pytest
 
-from helpers import install_check
-from helpers.gpu import backend as gpu_backend
-from helpers.local import machine_speed
-from helpers.local.machine_speed import matmul_gflops
+from helpers import install_check, machine_speed
+from helpers.grpo import backends
+from helpers.machine_speed import matmul_gflops
 
 CPUINFO_BF16 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
 CPUINFO_AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2\n"
@@ -18,10 +17,10 @@ CPUINFO_AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2\n"
 @pytest.mark.parametrize(("gpus", "capabilities"), [(0, []), (1, [(7, 5)]), (2, [(7, 5), (7, 5)]), (2, [(8, 0), (8, 0)])])
 def test_the_hardware_table_names_the_backend_notebook_02_picks(monkeypatch, gpus, capabilities):
     """Notebook 02 picks with choose_backend("auto"); the table of notebook 00 must say the same."""
-    monkeypatch.setattr(gpu_backend, "cuda_gpu_count", lambda: gpus)
-    monkeypatch.setattr(gpu_backend, "gpu_capabilities", lambda: capabilities)
+    monkeypatch.setattr(backends, "cuda_gpu_count", lambda: gpus)
+    monkeypatch.setattr(backends, "gpu_capabilities", lambda: capabilities)
     shown = install_check.hardware_summary().data.loc["GRPO backend (auto)", "value"]
-    assert shown.split()[0] == gpu_backend.choose_backend("auto"), shown
+    assert shown.split()[0] == backends.choose_backend("auto"), shown
     assert install_check.hardware_summary().data.loc["CUDA GPUs", "value"] == str(gpus)
 
 

@@ -1,4 +1,4 @@
-"""helpers.local.memory: what training frees goes back to the system, and the peak is measured with the servers."""
+"""helpers.grpo.memory: what training frees goes back to the system, and the peak is measured with the servers."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from helpers.local.memory import PeakMemory
+from helpers.grpo.memory import PeakMemory
 
 # 300 tensors of 2 MB between small ones that live on, after an 8 MB block was freed (glibc's threshold then
 # rises to 8 MB, as it does after a training step's first large frees): the resident memory the trimmer gives back
 # after freeing them, at the next layer boundary (its hook), with no slack.
 FREE_AFTER_PINS = """
 import sys, psutil, torch
-from helpers.local.memory import HeapTrimmer
+from helpers.grpo.memory import HeapTrimmer
 trimmer = HeapTrimmer(slack_bytes=0)
 rss = lambda: psutil.Process().memory_info().rss / 2**20
 big = torch.ones(8 << 18); del big
@@ -47,7 +47,7 @@ def test_the_trimmer_runs_at_layer_boundaries_only_past_its_slack():
     the system zero every page handed out again), past it the heap is trimmed."""
     import torch
 
-    from helpers.local.memory import HeapTrimmer
+    from helpers.grpo.memory import HeapTrimmer
 
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -90,7 +90,7 @@ def test_weight_change_reads_what_safetensors_holds_one_tensor_at_a_time(tmp_pat
     import torch
     from safetensors.torch import load_file, save_file
 
-    from helpers.grpo import SafetensorsReader, weight_change
+    from helpers.grpo.before_after import SafetensorsReader, weight_change
 
     generator = torch.Generator().manual_seed(0)
     before = {"a": torch.randn(3, 4, generator=generator), "b": torch.randn(5, generator=generator).bfloat16(),

@@ -8,6 +8,7 @@ rubric's scoring calls, and before/after were measured on the same examples, sam
 
 import ast
 import json
+import re
 
 import pytest
 from memory_watch import watched_kernel
@@ -69,13 +70,13 @@ def test_runs_to_the_end_as_committed(executed):
     # every chart a cell draws is shown (a Figure that is not the cell's last expression is not, unless displayed)
     for cell in executed["notebook"]["cells"]:
         source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and "grpo_views.plot_" in source:
+        if cell["cell_type"] == "code" and re.search(r"\bplot_\w+\(", source):
             assert any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])), source
     # bfloat16 autocast only on a CPU with bfloat16 instructions, whatever an earlier config left in the
     # environment (a leftover bf16 once made this run ~10x slower on an AVX2 CPU)
-    from helpers import grpo
+    from helpers.grpo.backends import cpu_has_bf16
 
-    assert f"training precision: {'bf16' if grpo.cpu_has_bf16() else 'no'}; torch threads: " in text
+    assert f"training precision: {'bf16' if cpu_has_bf16() else 'no'}; torch threads: " in text
 
 
 @pytest.mark.notebook
@@ -114,7 +115,7 @@ def test_wandb_offline_run_holds_the_steps(executed):
 
 @pytest.mark.notebook
 def test_trace_store_holds_the_scoring_calls(executed):
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
 
     store = executed["summary"]["trace_store"]
     session = open_local_traces(store_path=store, project="verifiers-course")
@@ -149,14 +150,14 @@ def test_before_and_after_share_examples_sampling_and_server(executed):
 def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
     """Section 11: before/after completions side by side, the behaviour table and a verdict computed from it;
     section 12: the short run with the learner's format term added (here the blank, which any '#### N' earns)."""
-    from helpers import grpo_views
+    from helpers.grpo.verdict import RIGHT, RIGHT_HASH, SHARES
 
     summary, text = executed["summary"], outputs_text(executed["notebook"], html=True)
     assert set(summary["behaviour"]) == {"before", "after", "before, greedy", "after, greedy"}
     for row in summary["behaviour"].values():
-        assert set(grpo_views.SHARES) - {grpo_views.RIGHT_HASH} <= set(row)
+        assert set(SHARES) - {RIGHT_HASH} <= set(row)
     for kind in ("sampled", "greedy"):  # each share before and after, its change and interval
-        assert {"before", "after", "change", "low", "high"} <= set(summary["held_out"][kind][grpo_views.RIGHT])
+        assert {"before", "after", "change", "low", "high"} <= set(summary["held_out"][kind][RIGHT])
     assert summary["verdict"].splitlines()[0] in text
     assert "before: completion" in text and "after: completion" in text  # the side-by-side table
     assert all(step.get("multi_hash_share") is not None for step in summary["per_step"])
@@ -168,10 +169,9 @@ def test_it_says_what_the_run_taught_from_its_own_numbers(executed):
 @pytest.mark.notebook
 def test_held_out_problems_come_after_the_design_set(executed):
     """Issue 43, item 3: none of the problems before/after is one the course chose its design on."""
-    from word_arithmetic import generate
+    from word_arithmetic import DESIGN_PROBLEMS, generate
 
     from helpers.evaluation import load_eval_run
-    from helpers.grpo import DESIGN_PROBLEMS
 
     before = load_eval_run(executed["runs"] / "evals" / f"{RUN_NAME}_before")
     design = {p.question for p in generate(DESIGN_PROBLEMS, "eval", "one-step", 20)}
@@ -213,7 +213,7 @@ def solved_rerun(executed, tmp_path_factory):
     first run's runs folder (its checkpoint trained on the reward exercise's placeholder)."""
     import shutil
 
-    from helpers.local.notebook_runner import execute as run_notebook
+    from helpers.notebook_runner import execute as run_notebook
 
     runs, folder = tmp_path_factory.mktemp("rerun") / "runs", tmp_path_factory.mktemp("solved")
     shutil.copytree(executed["runs"], runs, ignore=shutil.ignore_patterns("*.ipynb"))

@@ -58,8 +58,8 @@ def test_notebook_calculator_is_the_shipped_one():
 @pytest.mark.notebook
 def test_03_multiturn_and_tools(tmp_path, monkeypatch, uninstall_learner_module):
     from helpers.evaluation import load_eval_run
-    from helpers.trace_views import calls_table
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
+    from helpers.tracing.views import calls_table
 
     runs = tmp_path / "runs"
     monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))  # the kernel inherits it

@@ -14,7 +14,7 @@ import pytest
 from notebook_run import NOTEBOOKS, execute, outputs_text, solved_copy
 from papermill.exceptions import PapermillExecutionError
 
-from helpers.local.notebook_runner import execute as run_notebook
+from helpers.notebook_runner import execute as run_notebook
 
 ROOT = NOTEBOOKS.parent
 NOTEBOOK = NOTEBOOKS / "04_verifiers_v1.ipynb"
@@ -67,7 +67,7 @@ def test_the_rows_are_notebook_01s(v1_env, gsm8k_dir):
     """v1_bridge.load_gsm8k (in .venv-v1) returns exactly what notebook 01's loader returns here."""
     from gsm8k_course import load_gsm8k
 
-    got = json.loads(in_v1("import json; from helpers.local.v1_bridge import load_gsm8k; "
+    got = json.loads(in_v1("import json; from helpers.tracing.v1_bridge import load_gsm8k; "
                            "print(json.dumps(load_gsm8k('test', n=5, seed=3)))"))
     assert got == load_gsm8k("test", n=5, seed=3).to_list()
 
@@ -99,7 +99,7 @@ from pathlib import Path
 import verifiers.v1 as vf
 from verifiers.v1.episode import WireEpisode
 from verifiers.v1.utils.trace_store import TRACES_FILE, type_adapter, write_episode
-from helpers.local.v1_bridge import read_run
+from helpers.tracing.v1_bridge import read_run
 
 questions, run = json.loads(sys.argv[1]), Path(sys.argv[2])
 run.mkdir()
@@ -284,8 +284,8 @@ def test_the_right_answer_passes_and_every_wrong_one_gets_its_hint(name, check_r
 
 def _read_back(runs: Path) -> tuple[list, dict]:
     """The run's Weave calls (opened from this environment) and its wandb history row."""
-    from helpers.local.wandb_offline import wandb_history
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
+    from helpers.tracing.wandb_offline import wandb_history
 
     session = open_local_traces("verifiers-course", store_path=runs / "traces" / "verifiers-course")
     history = wandb_history(runs / "wandb")
@@ -328,7 +328,7 @@ def test_04_verifiers_v1(v1_env, tmp_path, monkeypatch):
     shutil.copytree(next(runs.glob("v1_evals/*/traces.jsonl")).parent, damaged)
     with open(damaged / "traces.jsonl", "a") as traces:
         traces.write('{"wrong": "shape"}\n' + json.dumps(episodes[0])[:80])
-    said = in_v1("import warnings\nfrom helpers.local.v1_bridge import read_run\n"
+    said = in_v1("import warnings\nfrom helpers.tracing.v1_bridge import read_run\n"
                  "with warnings.catch_warnings(record=True) as caught:\n"
                  "    warnings.simplefilter('always')\n"
                  f"    _, kept = read_run({str(damaged)!r})\n"

@@ -18,7 +18,7 @@ def _cells_seconds(notebook: dict) -> float:
 
 @pytest.mark.notebook
 def test_05_reads_the_committed_files_in_under_a_minute(tmp_path, monkeypatch):
-    from helpers import grpo_views
+    from helpers.results import result_record
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))
     notebook = execute(NOTEBOOK.stem, tmp_path / "05.ipynb")
@@ -29,11 +29,11 @@ def test_05_reads_the_committed_files_in_under_a_minute(tmp_path, monkeypatch):
     assert not written, written  # it trains nothing, saves nothing (the 2-GPU plan only names its folder)
     # each committed file it reads is shown from that file: the screen, the designs, the format terms
     assert "arith-1step-20-short" in text and "expert iteration: keep the right ones" in text
-    record = grpo_views.result_record("arith-hack-one-line")
+    record = result_record("arith-hack-one-line")
     per_seed = ", ".join(f"{g:+.1%}" for g in record["summary"]["diff_sampled_lenient"]["per_seed"])
     assert per_seed in text
     for setting in ("nb02-bf16", "nb02-fp32", "nb02-fix-right-line", "nb02-placeholder"):
-        if grpo_views.result_record(setting) is None:  # files still being measured say so
+        if result_record(setting) is None:  # files still being measured say so
             assert "not measured yet" in text
             assert setting in ("nb02-fp32", "nb02-fix-right-line") or f"no learnability-{setting}-*.json" in text
     assert any("image/png" in o.get("data", {}) for c in notebook["cells"] for o in c.get("outputs", []))
@@ -43,10 +43,10 @@ def test_05_reads_the_committed_files_in_under_a_minute(tmp_path, monkeypatch):
 def test_05_says_not_measured_yet_where_a_file_is_missing(tmp_path):
     folder = tmp_path / "results"
     folder.mkdir()
-    from helpers import grpo_views
+    from helpers.results import RESULTS_DIR
 
     for name in ("screen-2026-12-05.json", "learnability-arith-hack-format-2026-12-05.json"):
-        shutil.copy(grpo_views.RESULTS / name, folder / name)
+        shutil.copy(RESULTS_DIR / name, folder / name)
     notebook = execute(NOTEBOOK.stem, tmp_path / "05.ipynb", results_folder=str(folder))
     text = outputs_text(notebook, html=True)
     assert "Traceback" not in text
@@ -55,7 +55,7 @@ def test_05_says_not_measured_yet_where_a_file_is_missing(tmp_path):
 
 
 def test_05_has_a_parameters_cell_the_rules_know():
-    from helpers.local.parameters import NOTEBOOK_PARAMETERS
+    from helpers.parameters import NOTEBOOK_PARAMETERS
 
     cell = next(c for c in json.loads(NOTEBOOK.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
     assert "results_folder" in "".join(cell["source"]) and "results_folder" in NOTEBOOK_PARAMETERS["05"]

@@ -8,8 +8,8 @@ import json
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
-from helpers.local import parameters
-from helpers.local.notebook_runner import NOTEBOOKS, execute
+from helpers import parameters
+from helpers.notebook_runner import NOTEBOOKS, execute
 
 
 def _defaults(notebook: str) -> dict:

@@ -1,11 +1,11 @@
-"""helpers.local.notebook_runner saves a progress bar as one line (issue 43, item 6: section 12's cell saved
+"""helpers.notebook_runner saves a progress bar as one line (issue 43, item 6: section 12's cell saved
 ~200 'Running 200 rollouts' lines, one per refresh of verifiers' bar)."""
 
 from __future__ import annotations
 
 import nbformat
 
-from helpers.local.notebook_runner import execute
+from helpers.notebook_runner import execute
 
 # verifiers' evaluation bar, as it draws it: tqdm_asyncio.gather in a worker thread (helpers.in_worker_thread)
 BAR_CELL = '''

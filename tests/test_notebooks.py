@@ -29,8 +29,8 @@ EVALUATE_TREE = [  # op name endings, parent before child, as Weave's verifiers 
 @pytest.mark.notebook
 def test_01_traced_gsm8k_eval(tmp_path, monkeypatch):
     from helpers.evaluation import load_eval_run
-    from helpers.trace_views import calls_table
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
+    from helpers.tracing.views import calls_table
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "runs"))  # the kernel inherits it
     notebook = execute_probed("01_traced_gsm8k_eval", tmp_path / "01.ipynb", **NOTEBOOK_01_CI)

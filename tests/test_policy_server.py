@@ -1,8 +1,8 @@
-"""The llama.cpp policy server of CPU GRPO (helpers.local.policy_server) when things go wrong: a server that
+"""The llama.cpp policy server of CPU GRPO (helpers.grpo.policy_server) when things go wrong: a server that
 dies mid-batch or drops its connections, refuses a request or answers without token ids ends in an
 EndpointError that names its log and what to do; the wait for a reply follows the server's measured speed,
 so a hung server is named within minutes; wrong arguments are refused in plain words; and two first
-conversions of the model at once give one folder (helpers.local.gguf_convert)."""
+conversions of the model at once give one folder (helpers.serving.gguf_convert)."""
 
 import json
 import os
@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import pytest
 from fake_completion_server import FakeCompletionServer
 
-from helpers.local.child_process import EndpointError
-from helpers.local.memory import HeapTrimmer
-from helpers.local.paths import display_path
-from helpers.local.policy_server import PolicyServer
+from helpers.grpo.memory import HeapTrimmer
+from helpers.grpo.policy_server import PolicyServer
+from helpers.paths import display_path
+from helpers.serving.child_process import EndpointError
 
 ROOT = Path(__file__).resolve().parent.parent
 RESUME = "run the training cell again"
@@ -192,8 +192,8 @@ def test_a_server_killed_mid_batch_is_named_and_the_trainer_restarts_it(tmp_path
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from helpers.local.gguf_convert import convert_gguf
-    from helpers.local.server_rollouts import ServerRolloutGRPOTrainer
+    from helpers.grpo.server_rollouts import ServerRolloutGRPOTrainer
+    from helpers.serving.gguf_convert import convert_gguf
 
     model_dir = convert_gguf(quiet=True)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -233,7 +233,7 @@ def test_two_first_conversions_at_once_make_one_folder(tmp_path):
     """Two processes converting the model at once shared one `.partial` folder with no lock: the second deleted
     the first's half-written folder. Now the second waits for the first, says so, and uses its result."""
     env = {**os.environ, "COURSE_MODELS_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
-    code = "from helpers.local.gguf_convert import convert_gguf; print('folder:', convert_gguf())"
+    code = "from helpers.serving.gguf_convert import convert_gguf; print('folder:', convert_gguf())"
     processes = []
 
     def start() -> subprocess.Popen:

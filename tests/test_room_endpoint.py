@@ -1,4 +1,4 @@
-"""The workshop's shared model server (scripts/serve_room.py, helpers.local.llama_server): 127.0.0.1 by
+"""The workshop's shared model server (scripts/serve_room.py, helpers.serving.llama_server): 127.0.0.1 by
 default; another address only with an instructor's key (at least 16 characters) and a warning; the three
 variables it prints are what helpers.get_client() reads, so the notebooks run against it unchanged.
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers.endpoint import get_client
-from helpers.local.child_process import EndpointError
-from helpers.local.llama_server import LOCAL_MODEL_NAME, LocalModelServer
+from helpers.serving.child_process import EndpointError
+from helpers.serving.endpoint import get_client
+from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -137,7 +137,7 @@ def test_serve_room_prints_the_three_variables_that_notebooks_read(tmp_path, mon
 def test_serve_room_serves_the_gguf_file_given_as_model_under_the_name_given(tmp_path):
     """--model and --model-name were vLLM's only: the llama backend served SmolLM2 as SmolLM2-135M-Instruct
     whatever they said. A GGUF file is now served under --model-name (here the course's own file, renamed)."""
-    from helpers.local.llama_server import packaged_model_path
+    from helpers.serving.llama_server import packaged_model_path
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -206,7 +206,7 @@ def test_ipv6_loopback_is_loopback():
     """::1 is only this machine, like 127.0.0.1: no key needed, no warning that 'every machine' can reach it."""
     import warnings
 
-    from helpers.local.child_process import check_bind_address
+    from helpers.serving.child_process import check_bind_address
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

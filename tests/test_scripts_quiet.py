@@ -17,7 +17,7 @@ def test_running_a_notebook_does_not_warn_about_unencrypted_tcp(tmp_path):
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source = tmp_path / "tiny.ipynb"
     nbformat.write(notebook, source)
-    out = subprocess.run([sys.executable, "-m", "helpers.local.notebook_runner", str(source),
+    out = subprocess.run([sys.executable, "-m", "helpers.notebook_runner", str(source),
                           str(tmp_path / "out.ipynb"), "-p", "x", "41"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]

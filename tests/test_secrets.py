@@ -22,10 +22,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig
 
 import helpers
-from helpers import grpo
-from helpers.local import run_folder
-from helpers.local.policy_server import PolicyServer
-from helpers.local.server_rollouts import ServerRolloutGRPOTrainer
+from helpers.grpo.backends import device_settings, start_model
+from helpers.grpo.rewards import RubricRewards
+from helpers.grpo.run_folder import save_summary
+from helpers.grpo.step_timer import StepTimer
+from helpers.grpo import run_folder
+from helpers.grpo.policy_server import PolicyServer
+from helpers.grpo.server_rollouts import ServerRolloutGRPOTrainer
 
 planted = os.environ["COURSE_PLANTED_API_KEY"]
 tracing = helpers.init_tracing("secrets")
@@ -44,8 +47,8 @@ print(helpers.vf_eval_command("gsm8k-course", env_args, endpoint.base_url, endpo
 calls = helpers.calls_table(session=tracing)
 print("exported", helpers.export_trace_html(calls.iloc[0]["trace_id"], session=tracing))
 
-rewards = grpo.RubricRewards(env.rubric)
-model_dir = grpo.start_model("cpu")
+rewards = RubricRewards(env.rubric)
+model_dir = start_model("cpu")
 model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 tokenizer = AutoTokenizer.from_pretrained(model_dir)
 server = PolicyServer(folder=helpers.runs_dir("models"), name="secrets", parallel=4)
@@ -54,16 +57,16 @@ output_dir = helpers.runs_dir("grpo", "secrets")
 config = GRPOConfig(output_dir=str(output_dir), run_name="secrets", max_steps=1, per_device_train_batch_size=4,
                     num_generations=4, max_completion_length=12, save_strategy="steps", save_steps=1,
                     logging_steps=1, report_to="wandb", reward_weights=rewards.weights,
-                    **grpo.device_settings("cpu"))
+                    **device_settings("cpu"))
 run_folder.prepare_run_dir(config, env_args=env_args)
 trainer = ServerRolloutGRPOTrainer(model=model, processing_class=tokenizer, args=config,
                                    reward_funcs=rewards.reward_funcs, policy_server=server,
                                    train_dataset=env.dataset.select_columns(["prompt", "answer"]))
-trainer.add_callback(grpo.StepTimer(trainer, rewards, server))
+trainer.add_callback(StepTimer(trainer, rewards, server))
 wandb_run = wandb.init(project="secrets", name="secrets", config={"rollouts": "server", "backend": "cpu"})  # as notebook 02
 trainer.train()
 wandb_run.finish()
-grpo.save_summary(output_dir, {"system_prompt": env.system_prompt, "wandb_dir": wandb_run.dir})
+save_summary(output_dir, {"system_prompt": env.system_prompt, "wandb_dir": wandb_run.dir})
 server.stop()
 tracing.close()
 print("done")

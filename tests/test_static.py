@@ -108,7 +108,7 @@ MODULES = {"vf": "verifiers", "verifiers": "verifiers", "weave": "weave", "helpe
 
 
 def _imported_names(tree: ast.AST) -> dict[str, str]:
-    """`from helpers import grpo` / `from helpers.trace_views import calls_table`: name -> dotted path."""
+    """`from helpers import grpo` / `from helpers.tracing.views import calls_table`: name -> dotted path."""
     return {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in MODULES.values()
             for alias in node.names}
@@ -177,9 +177,9 @@ def test_helpers_exports_exist():
 
 
 def test_importing_a_corner_of_helpers_does_not_import_the_notebook_stack():
-    """The GPU trainer imports helpers.tracing on a machine with no matplotlib or IPython (issue 23), and
+    """The GPU trainer imports helpers.tracing.session on a machine with no matplotlib or IPython (issue 23), and
     a verifiers 0.4 environment imports the trace store, where verifiers' v0 API does not exist."""
-    code = ("import sys, helpers.tracing, helpers.local.trace_store; "
+    code = ("import sys, helpers.tracing.session, helpers.tracing.store; "
             "print(sorted(m for m in ('matplotlib', 'IPython', 'gsm8k_course', 'helpers.eval_views') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
@@ -187,7 +187,7 @@ def test_importing_a_corner_of_helpers_does_not_import_the_notebook_stack():
 
 def test_ruff_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "helpers", "tests", "notebooks",
-                             "environments", "scripts", "training", "workshop"],
+                             "environments", "scripts", "benchmarks", "training", "workshop"],
                             cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -238,7 +238,7 @@ def _run_colab_cell(monkeypatch, source: str):
 
 
 def test_on_colab_the_placeholder_says_what_to_set_instead_of_cloning(monkeypatch):
-    from helpers.local.paths import COURSE_REPO
+    from helpers.paths import COURSE_REPO
 
     if COURSE_REPO != "OWNER/REPO":
         pytest.skip("the course names its repository")
@@ -251,7 +251,7 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
     import shutil
 
     copy = tmp_path / "course"
-    for part in ("README.md", "helpers/local/paths.py", "scripts/set_course_repo.py", *[f"notebooks/{p.name}" for p in COLAB_NOTEBOOKS]):
+    for part in ("README.md", "helpers/paths.py", "scripts/set_course_repo.py", *[f"notebooks/{p.name}" for p in COLAB_NOTEBOOKS]):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / part, copy / part)
     subprocess.run([sys.executable, str(copy / "scripts" / "set_course_repo.py"), "my-org/my-course"], cwd=copy,
@@ -261,7 +261,7 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
         for copy_of_it in ('\\"OWNER/REPO\\"', "github/OWNER/REPO", "github.com/OWNER/REPO"):
             assert copy_of_it not in text, (path.name, copy_of_it)
     assert "OWNER/REPO" not in (copy / "README.md").read_text().split("<sub>")[0]
-    assert 'COURSE_REPO = "my-org/my-course"' in (copy / "helpers" / "local" / "paths.py").read_text()
+    assert 'COURSE_REPO = "my-org/my-course"' in (copy / "helpers" / "paths.py").read_text()
     ran, moved = _run_colab_cell(monkeypatch, colab_cell(copy / "notebooks" / NOTEBOOKS[0].name))
     assert ran[0] == ["git", "clone", "--depth", "1", "https://github.com/my-org/my-course", "/content/verifiers-course"]
     assert ran[1] == ["bash", "/content/verifiers-course/scripts/setup_colab.sh"]
@@ -271,7 +271,7 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
 
 
 def test_every_copy_of_the_repository_path_agrees():
-    from helpers.local.paths import COURSE_REPO
+    from helpers.paths import COURSE_REPO
 
     readme = (ROOT / "README.md").read_text()
     assert f"gh/{COURSE_REPO}/" in readme and f"github/{COURSE_REPO}/" in readme

@@ -7,8 +7,8 @@ import datetime as dt
 import html
 import re
 
-from helpers.local.trace_viewer import conversation, details_html
-from helpers.trace_views import TraceNode, _attach_scores
+from helpers.tracing.viewer import conversation, details_html
+from helpers.tracing.views import TraceNode, _attach_scores
 
 T0 = dt.datetime(2026, 12, 3, 9, 0, tzinfo=dt.UTC)
 SYSTEM = {"content": "Solve. End with '#### <number>'.", "role": "system"}
@@ -108,7 +108,7 @@ def test_environment_response_shows_what_it_answered():
 
 
 def test_long_values_fold_and_secrets_never_show(monkeypatch):
-    from helpers.local import scrubbing
+    from helpers import scrubbing
 
     secret = "sk-test-" + "9" * 40
     monkeypatch.setenv("OPENAI_API_KEY", secret)
@@ -130,7 +130,7 @@ def test_deeply_nested_tool_arguments_are_cut_with_a_note_not_a_recursion_error(
     """Tool arguments nested thousands of levels deep (a model can write them; ToolEnv keeps them in the rollout)
     broke notebook 03's trace widget and its HTML export with a RecursionError. They are cut at MAX_DEPTH levels,
     and the view says so."""
-    from helpers.local.trace_viewer import MAX_DEPTH, page_html, tree_widget
+    from helpers.tracing.viewer import MAX_DEPTH, page_html, tree_widget
 
     said = f"nested deeper than {MAX_DEPTH} levels: cut here"
 

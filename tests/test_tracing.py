@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.local.trace_store import LocalTraceServer, read_records, replay, wal_files
+from helpers.tracing.records import read_records, wal_files
+from helpers.tracing.replay import replay
+from helpers.tracing.store import LocalTraceServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "tracing-test"
@@ -31,8 +33,8 @@ SECRET = "sk-course-test-" + "7f3a9c" * 6  # looks like a key; must never reach 
 WRITER = """
 import json, os, time
 import openai, weave
-from helpers.tracing import init_tracing
-from helpers.env import build_gsm8k_env
+from helpers.tracing.session import init_tracing
+from helpers.gsm8k_env import build_gsm8k_env
 
 session = init_tracing({project!r})
 client = openai.OpenAI(base_url={base_url!r}, api_key=os.environ["COURSE_SERVER_KEY"])
@@ -61,7 +63,7 @@ print("IDS=" + json.dumps(sorted(c.id for c in session.get_calls())))
 READER = """
 import json, time
 import verifiers, weave  # imported first: the time measured is the decision, not Python's imports
-from helpers.tracing import init_tracing
+from helpers.tracing.session import init_tracing
 started = time.monotonic()
 session = init_tracing({project!r})
 took = time.monotonic() - started
@@ -102,7 +104,7 @@ def traced(runs, local_server):
 
 @pytest.fixture(scope="module")
 def store_session(traced):
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
 
     return open_local_traces(PROJECT, store_path=traced[0])
 
@@ -211,7 +213,7 @@ def test_secrets_and_logprobs_never_reach_the_store(traced):
 
 
 def test_viewers(store_session, tmp_path):
-    from helpers.trace_views import calls_table, export_trace_html, trace_tree_widget
+    from helpers.tracing.views import calls_table, export_trace_html, trace_tree_widget
 
     table = calls_table(session=store_session)
     assert {"op", "parent", "start", "latency_s", "total_tokens", "reward"} <= set(table.columns)
@@ -256,13 +258,13 @@ def test_unreachable_wandb_falls_back_to_local(tmp_path):
 
 
 def test_weave_op_check_gives_the_same_answers_after_the_speed_up():
-    """helpers.tracing swaps weave's Python 3.11 `is_op` (a slow Protocol isinstance) for weave's
+    """helpers.tracing.session swaps weave's Python 3.11 `is_op` (a slow Protocol isinstance) for weave's
     own 3.12+ hasattr check, in every weave module that imported it: same answers."""
     import weave
     from weave.trace import object_record
     from weave.trace import op as weave_op
 
-    from helpers.local.weave_clients import fast_op_check_on_python_311
+    from helpers.tracing.weave_clients import fast_op_check_on_python_311
 
     def shout(text: str) -> str:
         return text.upper()
@@ -335,7 +337,7 @@ def test_a_rejected_wandb_key_is_named_in_one_whole_line(tmp_path):
 
 
 def test_a_multi_line_error_becomes_one_line():
-    from helpers.local.weave_clients import one_line
+    from helpers.tracing.weave_clients import one_line
 
     error = RuntimeError("Could not determine a W&B entity. Fix with one of:\n  1. Pass entity/project\n  2. Set X")
     assert one_line(error) == ("RuntimeError: Could not determine a W&B entity. Fix with one of: 1. Pass "
@@ -343,8 +345,8 @@ def test_a_multi_line_error_becomes_one_line():
 
 
 def test_records_of_the_wrong_shape_and_ends_without_starts_are_skipped_and_counted(traced, tmp_path):
-    from helpers.trace_views import calls_table
-    from helpers.tracing import open_local_traces
+    from helpers.tracing.session import open_local_traces
+    from helpers.tracing.views import calls_table
 
     copy = tmp_path / "store"
     shutil.copytree(traced[0], copy)
@@ -383,7 +385,7 @@ def test_a_full_disk_is_said_once(tmp_path, monkeypatch):
 
 
 def test_upload_refuses_a_project_with_no_traces(tmp_path, monkeypatch):
-    from helpers.tracing import upload_local_traces
+    from helpers.tracing.session import upload_local_traces
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
@@ -395,22 +397,22 @@ def _upload_to(server, runs: Path, monkeypatch):
     """upload_local_traces as a learner calls it, with W&B's trace server replaced by `server` (no network)."""
     from weave.trace import weave_init
 
-    from helpers import tracing
+    from helpers.tracing import session
 
     monkeypatch.setenv("COURSE_RUNS_DIR", str(runs))
     monkeypatch.setenv("WANDB_API_KEY", "f" * 40)
     monkeypatch.setattr(weave_init, "init_weave_get_server", lambda *a, **k: server)
     monkeypatch.setattr(weave_init, "get_entity_project_from_project_name", lambda name: ("me", name))
     monkeypatch.setattr("weave.wandb_interface.context.get_wandb_auth_context", lambda: None)
-    return tracing.upload_local_traces
+    return session.upload_local_traces
 
 
 def test_upload_defaults_to_the_project_tracing_was_started_with(traced, runs, monkeypatch):
     """The replay target, with W&B's server replaced by a local store (no network here)."""
-    from helpers import tracing
+    from helpers.tracing import session
 
     target = LocalTraceServer(runs / "upload-target")
-    monkeypatch.setattr(tracing, "_session", tracing.TracingSession("local", PROJECT, client=None))
+    monkeypatch.setattr(session, "_session", session.TracingSession("local", PROJECT, client=None))
     sent = _upload_to(target, runs, monkeypatch)()
     assert sent == len(list(read_records(traced[0])))
     calls = list(target.calls_query_stream({"project_id": f"me/{PROJECT}"}))
@@ -425,8 +427,8 @@ ENDS_FIRST = """
 import json
 from concurrent.futures import ThreadPoolExecutor
 import weave
-from helpers.local.trace_store import read_records
-from helpers.tracing import init_tracing
+from helpers.tracing.records import read_records
+from helpers.tracing.session import init_tracing
 
 session = init_tracing({project!r}, quiet=True)
 
@@ -526,7 +528,7 @@ def test_an_upload_to_a_calls_complete_project_sends_every_call_whole_and_once(e
     """Weave's store is not in call order (ends before starts): the upload pairs each call's start and end by
     id wherever they stand, sends each finished call whole and once, after what it refers to, names the call
     that never ended, and when W&B fails part-way says what went and a skip= that sends exactly the rest."""
-    from helpers.local.trace_store import _retarget
+    from helpers.tracing.replay import _retarget
 
     runs, project, written = ends_first_store
     store = runs / "traces" / project

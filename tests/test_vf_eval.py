@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import build_gsm8k_env
-from helpers.local.llama_server import LOCAL_MODEL_NAME
+from helpers.serving.llama_server import LOCAL_MODEL_NAME
 
 VF_EVAL = Path(sys.executable).parent / "vf-eval"
 ENV_ARGS = '{"variant": "hash", "num_eval_examples": 4}'

@@ -99,7 +99,7 @@ def test_asking_for_more_problems_than_exist_says_how_to_get_them():
 
 def test_eval_start_skips_the_held_out_problems_a_design_was_chosen_on():
     """Issue 43, item 3: notebook 02 is judged on held-out problems after the design set, never on it."""
-    from helpers.grpo import DESIGN_PROBLEMS
+    from word_arithmetic import DESIGN_PROBLEMS
 
     env = load_environment(difficulty="one-step", max_number=20, num_examples=5, num_eval_examples=10,
                            eval_start=DESIGN_PROBLEMS)

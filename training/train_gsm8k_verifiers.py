@@ -2,7 +2,7 @@
 compute capability 8.0+ (it trains in bfloat16).
 
 GPU 0 serves the policy with vLLM; GPU 1 trains and pushes new weights to vLLM over NCCL after
-each step. Start both from the repository root (notebook 02 does this for you, see helpers.gpu.launcher):
+each step. Start both from the repository root (notebook 02 does this for you, see helpers.grpo.launcher):
 
     CUDA_VISIBLE_DEVICES=0 NCCL_CUMEM_ENABLE=0 NCCL_CUMEM_HOST_ENABLE=0 \
         vf-vllm --model willcb/Qwen3-0.6B --enforce-eager --host 127.0.0.1 --port 8000
@@ -137,7 +137,7 @@ def model_kwargs() -> dict:
 
 def prepare(args: argparse.Namespace, **device):
     """Everything before the model: tracing, the environment, the config (tests run this on a CPU)."""
-    from helpers.tracing import init_tracing
+    from helpers.tracing.session import init_tracing
 
     init_tracing(args.project)  # Weave traces rubric scoring (local store, or W&B with a key)
     env = load_env(args)

@@ -23,10 +23,18 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import verifiers as vf
 from datasets import Dataset
-from gsm8k_course import HASH_SYSTEM_PROMPT, HashParser, make_rubric
+from gsm8k_course import (
+    HASH_SYSTEM_PROMPT,
+    NUMBER,
+    HashParser,
+    canonical_number,
+    extract_hash_answer,
+    make_rubric,
+)
 
 DIFFICULTIES = ("one-step", "two-step", "mixed")
 SPLITS = ("train", "eval")
@@ -198,3 +206,68 @@ def _check_args(**args) -> None:
                          f"not {max_number!r}")
     if not isinstance(args["seed"], int) or isinstance(args["seed"], bool):
         raise ValueError(f"seed must be a whole number, not {args['seed']!r}")  # noqa: TRY004 - as every bad argument
+
+
+# ----------------------------------------------------------------------------- notebook 02's prompt, and
+# the references its exercises compare with (helpers.checks.notebook_02)
+
+
+# Notebook 02's prompt on the CPU's task (one-step word problems): one short line of working fits its 48 tokens
+ONE_LINE_PROMPT = ("Solve the math problem in one short line of working. "
+                   "On the last line, write the final answer as '#### <number>'.")
+
+
+# The first held-out problems of that task, on which the course chose notebook 02's design: a run is judged on the
+# problems after them (word_arithmetic's eval_start), never on these
+DESIGN_PROBLEMS = 100
+
+
+def hash_lines(text: str) -> int:
+    """How many lines of a completion hold a '####' answer marker: 2 or more is the gamed format
+    (a list of '#### N' lines instead of one answer)."""
+    return sum("####" in line for line in str(text).splitlines())
+
+
+def last_number(text: str) -> str:
+    """The last number anywhere in a reply ('18', '-3', '1,200', '0.5': gsm8k_course's number pattern),
+    canonical as gsm8k_course writes answers ('1,200.' -> '1200'); '' when the reply holds none."""
+    numbers = NUMBER.findall(str(text))
+    return canonical_number(numbers[-1]) if numbers else ""
+
+
+def one_answer_line(completion: Any, **kwargs) -> float:
+    """The course's reference for notebook 02's format exercise: 1.0 when the reply holds exactly one '####'
+    and a number follows it; else 0.0. A list of '#### N' lines earns nothing; an answer followed by more
+    text still does."""
+    text = reply_text(completion)
+    return 1.0 if text.count("####") == 1 and extract_hash_answer(text) else 0.0
+
+
+def last_number_right(completion: Any, answer: str) -> float:
+    """The course's reference for notebook 02's reward (and the 'lenient' accuracy the benchmarks report): 1.0
+    when the reply's last number is the gold answer, whatever the format."""
+    number = last_number(reply_text(completion))
+    return 1.0 if number and number == canonical_number(answer) else 0.0
+
+
+def right_answer_line(completion: Any, answer: str, **kwargs) -> float:
+    """The course's reference for notebook 02's section-12 fix: 1.0 when the reply holds exactly one '####' and
+    the number after it is the gold answer; else 0.0. A format term that pays only with the right answer: a
+    constant '#### 9' earns it only where 9 is right, a list of '#### N' lines never."""
+    text = reply_text(completion)
+    number = extract_hash_answer(text) if text.count("####") == 1 else ""
+    return 1.0 if number and canonical_number(number) == canonical_number(answer) else 0.0
+
+
+def gold_anywhere(completion: Any, answer: str, **kwargs) -> float:
+    """What notebook 02's reward exercise holds as committed (its placeholder): 1.0 when the gold number appears
+    anywhere in the reply, as text. Kept here for the benchmark that trains on it (a reward that pays for many
+    numbers); the course's reward is `last_number_right`."""
+    return 1.0 if canonical_number(answer) in reply_text(completion) else 0.0
+
+
+def reply_text(completion: Any) -> str:
+    """A completion as text: chat messages (what a rubric passes) become the assistant's words."""
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+    return str(completion)

@@ -9,7 +9,7 @@ import re
 
 from helpers.checks import checks_exercise
 from helpers.checks.real_inputs import gsm8k_rows
-from helpers.tracing import current_session
+from helpers.tracing.session import current_session
 
 TEXTS = [  # texts that split differently on spaces, on whitespace, on word characters
     "one two three",

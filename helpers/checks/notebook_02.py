@@ -77,7 +77,7 @@ def no_signal(prediction) -> str | None:
 
 def last_number_right(completion, answer, **kwargs) -> float:
     """Notebook 02's reward with the exercise's signature (what the notebook's rubric holds): the course's own."""
-    from helpers.grpo import last_number_right as reference
+    from word_arithmetic import last_number_right as reference
 
     return reference(completion, answer)
 
@@ -89,8 +89,7 @@ def _course_rubrics() -> tuple:
     change what it is given."""
     import verifiers as vf
     from gsm8k_course import HashParser, correct_answer, make_parser, make_rubric
-
-    from helpers.grpo import right_answer_line
+    from word_arithmetic import right_answer_line
 
     warns = logging.getLogger("verifiers.parsers.ThinkParser")  # its warning is for notebook 01's model, not here
     warns.disabled = True
@@ -166,7 +165,7 @@ def _calls(batch) -> list[tuple[str, dict]]:
 
 
 def _adapter_references() -> tuple:
-    from helpers.grpo import RubricRewards
+    from helpers.grpo.rewards import RubricRewards
 
     return (RubricRewards,)
 
@@ -296,7 +295,7 @@ def _shown(completion: list[dict]) -> str:
 
 def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None:
     """`func` next to `reference` on (completion, gold, expected or None, what it is), called as a rubric calls a
-    reward function (notebook 02's grpo.RubricRewards scores through one) and, with `adapter_call`, as the
+    reward function (notebook 02's RubricRewards scores through one) and, with `adapter_call`, as the
     notebook's TRL adapter calls one: f(parser=..., completion=..., answer=...), without await. The first
     difference, with what it is."""
     from gsm8k_course import HashParser
@@ -326,8 +325,8 @@ def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None
 @checks_exercise("02-close-the-hack")
 def right_answer_line(func) -> str | None:
     """func(completion, answer) -> 1.0 only when the reply holds exactly one '####' and the number after it is the
-    gold answer; tried next to the course's reference (helpers.grpo.right_answer_line)."""
-    from helpers.grpo import right_answer_line as reference
+    gold answer; tried next to the course's reference (word_arithmetic.right_answer_line)."""
+    from word_arithmetic import right_answer_line as reference
 
     if not callable(func):
         return ("right_answer_line should be a reward function: "
@@ -339,7 +338,7 @@ def right_answer_line(func) -> str | None:
     number = ("one '####' whose number is the gold answer earns 1.0: extract_hash_answer reads every way a number is "
               "written ('$18', '-3', '1,000', '0.5.'), and canonical_number makes both sides the same number")
     cases += [(completion, gold, None, f"{what}; {number}") for completion, gold, what in _line_replies()]
-    # section 12 scores it through grpo.RubricRewards only, which awaits it: an async def is fine there
+    # section 12 scores it through RubricRewards only, which awaits it: an async def is fine there
     return _reward_difference(func, cases, lambda completion, gold: reference(completion, gold), adapter_call=False)
 
 
@@ -395,7 +394,7 @@ def _last_number_replies() -> list[tuple[list[dict], str, str]]:
 
 
 def _last_number_references() -> tuple:
-    from helpers.grpo import last_number_right as reference
+    from word_arithmetic import last_number_right as reference
 
     return (reference, last_number_right)
 
@@ -403,7 +402,7 @@ def _last_number_references() -> tuple:
 @checks_exercise("02-last-number")
 def last_number_reward(func) -> str | None:
     """func(completion, answer) -> 1.0 when the reply's last number is the gold one, whatever the format; tried
-    next to the course's reference (helpers.grpo.last_number_right) on replies to real problems, called as the
+    next to the course's reference (word_arithmetic.last_number_right) on replies to real problems, called as the
     notebook's rubric and its TRL adapter call it."""
     if not callable(func):
         return "last_number_right should be a reward function: def last_number_right(completion, answer, **kwargs)"
@@ -632,7 +631,7 @@ def _loss_references() -> tuple:
 def _trainer_batch() -> dict | None:
     """The last step's batch and loss of a ServerRolloutGRPOTrainer in this kernel (None: no such step yet), when
     it was computed as this exercise computes it (beta 0, 'dapo', the same epsilon both sides, 'group')."""
-    from helpers.local import server_rollouts
+    from helpers.grpo import server_rollouts
 
     batch = server_rollouts.last_loss_batch
     if batch is None:

@@ -54,7 +54,7 @@ def _load(split: str) -> list[tuple[str, str]]:
     """The project's own loader: gsm8k_course's (GSM8K_DIR, else the HF hub or its cache); in .venv-v1, where
     that module cannot be imported (it needs verifiers 0.1.5), notebook 04's bridge to it."""
     if importlib.util.find_spec("verifiers.v1") is not None:
-        from helpers.local.v1_bridge import load_gsm8k as load_in_main_environment
+        from helpers.tracing.v1_bridge import load_gsm8k as load_in_main_environment
 
         return [(row["question"], row["answer"]) for row in load_in_main_environment(split)]
     from gsm8k_course import load_gsm8k

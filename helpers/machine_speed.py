@@ -1,0 +1,154 @@
+"""How fast this machine multiplies matrices, and what notebook 02's measured runs say it will take here.
+
+- `matmul_gflops(dtype)`: a short fixed matrix-multiply benchmark (torch, about a second);
+- `machine_record()`: both precisions' figures, for a result file's "machine_speed" key
+  (benchmarks/bench_learnability.py writes it), so that another machine can scale that file's minutes;
+- `FILES`: which result file backs notebook 02's defaults in each precision (the one place to update);
+- `measured(precision)`: what that file measured (s/step, minutes, peak memory, and the CPU it ran on).
+
+helpers.install_check turns these into plain-words verdicts (notebook 00's table, scripts/preflight.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from helpers.paths import PROJECT_ROOT
+
+RESULTS = PROJECT_ROOT / "benchmarks" / "results"
+PRECISIONS = ("float32", "bfloat16")
+
+# Notebook 02's defaults, measured with benchmarks/bench_learnability.py, per training precision; None: not measured
+# yet. tests/test_install_check.py checks that each file's design is notebook 02's parameters cell.
+FILES: dict[str, str | None] = {
+    "bfloat16": "learnability-arith-short-bf16-36-2026-12-05.json",
+    "float32": "learnability-nb02-fp32-design-only-2026-12-06.json",
+}
+
+# Notebook 02 run whole (benchmarks/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
+# llama.cpp servers read together all the way, in float32 (the larger of the two precisions' peaks). None: not measured.
+MEMORY_FILE: str | None = "notebooks-02-precision-float32-max_steps-6-hack_steps-2-2026-12-06.json"
+
+
+@dataclass
+class NotebookMemory:
+    """What MEMORY_FILE measured: notebook 02's peak resident memory, kernel and servers together."""
+
+    file: str
+    date: str
+    cpu: str
+    peak_gb: float
+    parameters: dict  # what the run set (e.g. its precision; fewer steps leave a step's shape, so its peak, as it is)
+
+
+def notebook_memory() -> NotebookMemory | None:
+    """MEMORY_FILE's notebook 02 peak; None where no file is named, or it is gone or has no notebook 02 run."""
+    if MEMORY_FILE is None or not (RESULTS / MEMORY_FILE).is_file():
+        return None
+    record = json.loads((RESULTS / MEMORY_FILE).read_text())
+    runs = [n for n in record.get("notebooks", []) if n.get("notebook", "").startswith("02")
+            and n.get("peak_kernel_and_servers_gb")]
+    if not runs:
+        return None
+    return NotebookMemory(file=MEMORY_FILE, date=record.get("date", "date not recorded"),
+                          cpu=record.get("cpu", "unrecorded CPU"), peak_gb=runs[0]["peak_kernel_and_servers_gb"],
+                          parameters=record.get("parameters", {}))
+
+
+# One multiplication of the benchmark: 1024 tokens through SmolLM2-135M's MLP projection (hidden 576, MLP 1536),
+# the kind of product that dominates notebook 02's update. 1.8 GFLOP: ~12 ms in float32 on 2 cores.
+SHAPE = (1024, 576, 1536)
+
+
+def matmul_gflops(dtype: str = "float32", seconds: float = 1.0, threads: int | None = None) -> float:
+    """GFLOP/s of torch's CPU matrix multiply of SHAPE in `dtype` ("float32" or "bfloat16"), repeated for about
+    `seconds` after one warm-up product. threads: torch threads for the benchmark (None: torch's current count).
+
+    A CPU without bfloat16 instructions emulates bfloat16 (about 10x slower): when the warm-up alone takes
+    `seconds` or more, its time is the figure, so the benchmark never runs much past max(seconds, one product).
+    """
+    import torch
+
+    if dtype not in PRECISIONS:
+        raise ValueError(f"dtype must be one of {PRECISIONS}, not {dtype!r}")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be above 0, not {seconds!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a whole number of at least 1 (or None), not {threads!r}")
+    rows, inner, cols = SHAPE
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(rows, inner, generator=generator).to(getattr(torch, dtype))
+    b = torch.randn(inner, cols, generator=generator).to(getattr(torch, dtype))
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        started = time.perf_counter()
+        torch.matmul(a, b)  # warm-up: the first product allocates and picks its kernel
+        elapsed, products = time.perf_counter() - started, 1
+        if elapsed < seconds:
+            started, products = time.perf_counter(), 0
+            while (elapsed := time.perf_counter() - started) < seconds or products == 0:
+                torch.matmul(a, b)
+                products += 1
+    finally:
+        torch.set_num_threads(before)
+    return 2 * rows * inner * cols * products / elapsed / 1e9
+
+
+def machine_record() -> dict:
+    """This machine's benchmark, for a result file's "machine_speed" key (about 2 seconds)."""
+    import torch
+
+    return {"matmul_gflops": {dtype: round(matmul_gflops(dtype), 1) for dtype in PRECISIONS},
+            "threads": torch.get_num_threads()}
+
+
+@dataclass
+class Measured:
+    """What the result file FILES names for a precision measured of notebook 02's defaults."""
+
+    file: str
+    date: str
+    cpu: str
+    cores: int
+    steps: int
+    sec_per_step: float  # the mean over its runs
+    peak_rss_gb: float | None  # the training process's peak (the largest of its runs), without the llama.cpp server
+    server_rss_gb: float | None  # the llama.cpp server's peak, where a run recorded "server_peak_rss_gb"
+    together_gb: float | None  # the training process and its server read together (a run's "peak_memory_training")
+    matmul_gflops: float | None  # its machine's benchmark in this precision, where it recorded "machine_speed"
+
+    @property
+    def minutes(self) -> float:
+        return self.steps * self.sec_per_step / 60
+
+    def source(self) -> str:
+        article = "an" if self.cpu[:1].lower() in "aeiou" else "a"
+        return f"{self.cores} cores of {article} {self.cpu} ({self.file}, {self.date[:10]})"
+
+
+def measured(precision: str) -> Measured | None:
+    """The figures of FILES[precision]; None where no file backs that precision, or its file is gone."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    name = FILES[precision]
+    if name is None or not (RESULTS / name).is_file():
+        return None
+    record = json.loads((RESULTS / name).read_text())
+    runs = [run for run in record.get("runs", []) if run.get("training", {}).get("sec_per_step")]
+    if not runs:
+        return None
+    kernels = [run["peak_rss_gb"] for run in runs if run.get("peak_rss_gb")]
+    servers = [run["server_peak_rss_gb"] for run in runs if run.get("server_peak_rss_gb")]
+    together = [run["peak_memory_training"]["total_gb"] for run in runs
+                if (run.get("peak_memory_training") or {}).get("total_gb")]
+    speed = record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision)
+    return Measured(file=name, date=record.get("date", "date not recorded"), cpu=record.get("cpu", "unrecorded CPU"),
+                    cores=record.get("cores", 0), steps=record["steps"],
+                    sec_per_step=sum(run["training"]["sec_per_step"] for run in runs) / len(runs),
+                    peak_rss_gb=max(kernels) if kernels else None,
+                    server_rss_gb=max(servers) if servers else None, together_gb=max(together) if together else None,
+                    matmul_gflops=speed)
