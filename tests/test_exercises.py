@@ -438,7 +438,7 @@ def _trl_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
 
 def _loss_wrapper(rewards, logps, old_logps, mask, num_generations, epsilon=0.2):
     """A def that calls the check's own reference."""
-    from helpers.checks.notebook_02 import _loss_reference
+    from helpers.checks.notebook_02_loss import _loss_reference
 
     return _loss_reference(rewards, logps, old_logps, mask, num_generations, epsilon)
 
@@ -850,7 +850,7 @@ def _table():
             ("the mask ignored", _loss("mask ignored"), "the padding counted"),
             ("the objective, not the loss", _loss("no minus"), "the sign"),
             ("epsilon fixed at 0.2", _loss("epsilon fixed"), "epsilon 0.1"),
-            ("the course's own reference imported", _course("helpers.checks.notebook_02", "_loss_reference"),
+            ("the course's own reference imported", _course("helpers.checks.notebook_02_loss", "_loss_reference"),
              "needs your own code"),
             # the value right, the gradient not: the trainer backpropagates the loss
             ("a detached ratio", _loss("detached ratio"), "no gradient"),

@@ -13,7 +13,7 @@ import torch
 
 from helpers.charts import figure
 from helpers.checks import CHECKS, _load_checks
-from helpers.checks import notebook_02 as checks_02
+from helpers.checks import notebook_02_loss as checks_02
 from helpers.evaluation import EvalRun
 from helpers.grpo import run_folder, server_rollouts
 from helpers.grpo.gpu_recipes import recipe_settings, train_with_verifiers

@@ -1,33 +1,41 @@
-"""Checks of notebook 03's exercises (multi-turn and tool environments). Each runs the learner's function next
-to the reference on real rollouts: the feedback environment's loop replayed with scripted model turns over
-GSM8K's gold answers of both splits (commas and negative ones among them), and verifiers' ToolEnv run with
-scripted replies shaped exactly as the OpenAI client returns them. None means right, else the first input
-where the two part, and the mistake it points at."""
+"""Checks of notebook 03's feedback exercises: the feedback message's hints, the environment's is_completed and
+env_response, and the turn discount. Each runs the learner's function next to the reference on real rollouts:
+the feedback environment's loop replayed with scripted model turns over GSM8K's gold answers of both splits
+(commas and negative ones among them; notebook_03_replays). None means right, else the first input where the
+two part, and the mistake it points at. The tool exercise's check: notebook_03_tools; the environment as a
+module: notebook_03_module."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import inspect
-import json
-import logging
 import math
 import re
 from collections.abc import Callable
-from typing import NamedTuple
 
 from helpers.checks import checks_exercise
+from helpers.checks.notebook_03_replays import (
+    MAX_TURNS,
+    ROLLOUT_STATE,
+    NotAReply,
+    NotAwaitable,
+    Replay,
+    _judged,
+    _method_references,
+    _notebook_env,
+    _reference_replays,
+    _replay,
+    _rows,
+    _scripts,
+    _transcript,
+)
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import (
     call_reward,
     gold_hint,
     gsm8k_golds,
-    gsm8k_rows,
     near_misses,
-    quiet_datasets,
-    replies,
-    same_score,
     write_number,
 )
 from helpers.worker_thread import run_sync
@@ -42,22 +50,10 @@ def _course_feedback_message():
     return feedback_message
 
 
-def _method_references(method: str) -> tuple:
-    from gsm8k_feedback import FeedbackEnv
-
-    return (getattr(FeedbackEnv, method), _solution_is_completed if method == "is_completed" else _solution_env_response)
-
-
 def _discount_references() -> tuple:
     from gsm8k_feedback import FinalAnswerParser, make_rubric
 
     return (make_rubric(FinalAnswerParser()).get_reward_funcs()[0], _discounted_reference)
-
-
-def _module_references() -> tuple:
-    from gsm8k_feedback import load_environment
-
-    return (load_environment, _reference_module)
 
 
 # ----------------------------------------------------------------------------- feedback that helps
@@ -170,211 +166,6 @@ def feedback_hints(feedback_message: Callable[[str, str], str]) -> str | None:
             return (f"feedback_message({parsed!r}, {gold!r}) said {reply!r}, the words it uses for answers too "
                     f"{other}; {parsed} is too {way} for a gold answer of {gold!r}: {hint}")
     return None
-
-
-# ----------------------------------------------------------------------------- the feedback environment, replayed
-# Section 2's environment is built as the notebook builds it (its FeedbackEnv class: verifiers' vf.MultiTurnEnv with
-# the two functions, HASH_SYSTEM_PROMPT, the FinalAnswerParser, max_turns as the notebook sets it and verifiers'
-# own -1), with the learner's function and the solution's other one, and run by verifiers' own
-# MultiTurnEnv.rollout: a scripted client returns the model's turns as the OpenAI client returns them, over the
-# shared replies to GSM8K rows of both splits.
-
-MAX_TURNS = (3, 1, 2, 4, -1)  # the notebook's default first; -1 is verifiers' default: no limit on turns
-MAX_SCRIPTED_TURNS = 6  # a conversation that has not ended by then never would
-# What MultiTurnEnv.rollout's state holds from its start: it reads 'responses' and 'turn' at every turn
-ROLLOUT_STATE = ("id", "prompt", "completion", "answer", "task", "info", "responses", "turn", "timing")
-QUIET = logging.getLogger(f"{__name__}.replay")  # a scripted model that stops is not an error to log
-QUIET.disabled = True
-
-
-async def _solution_is_completed(self, messages, state, **kwargs) -> bool:
-    """The solution's is_completed (solutions/03_multiturn_and_tools.md)."""
-    import verifiers as vf
-
-    return state.get("solved", False) or await vf.MultiTurnEnv.is_completed(self, messages, state, **kwargs)
-
-
-async def _solution_env_response(self, messages, state, **kwargs):
-    """The solution's env_response, replying with the course's feedback_message."""
-    from gsm8k_course import canonical_number
-    from gsm8k_feedback import feedback_message
-
-    parsed = self.parser.parse_answer(messages)
-    state["solved"] = bool(parsed) and canonical_number(parsed) == canonical_number(state["answer"])
-    return [{"role": "user", "content": feedback_message(parsed, state["answer"])}], state
-
-
-def _hash_line(number: str) -> str:
-    return f"#### {number}"
-
-
-def _scripts(gold: str) -> list[tuple[str, list[str]]]:
-    """(what the model does, its turns) for one gold answer: right at once, wrong then right, no answer then wrong
-    then right, never right; then each shared reply with a '####' line (the gold written every way, near misses,
-    text after the answer line, two '####' lines, none), followed by the right answer. Padded with wrong ones."""
-    from gsm8k_course import canonical_number
-
-    value = float(canonical_number(gold))
-    right, wrong, wrong_2 = f"#### {gold}", f"#### {write_number(value + 1)}", f"#### {write_number(value - 2)}"
-    scripts = [("answers right at once", [right]), ("answers wrong, then right", [wrong, right]),
-               ("gives no answer, a wrong one, then the right one", ["I am not sure yet.", wrong_2, right]),
-               ("is never right", [wrong, wrong_2])]
-    scripts = [(what, [f"Let me compute.\n{turn}" for turn in turns]) for what, turns in scripts]
-    scripts += [(f"writes {what}", [text, f"Let me compute.\n{right}"])
-                for text, what in replies(gold, _hash_line, "Let me compute.")]
-    # Model turns that hold the environment's own words (an is_completed that ends on them lets the model end its
-    # rollout), and earlier turns with other numbers and '####' lines (a reply must be about the LAST turn)
-    wrong_3 = f"#### {write_number(value + 3)}"
-    scripts += [
-        ("writes the environment's 'Correct.' before a wrong answer", [f"Correct.\n{wrong}", right]),
-        ("asks whether its wrong answer is correct", [f"Is {write_number(value + 1)} correct? I think so.\n{wrong}", right]),
-        ("quotes the environment's reply, then answers wrong",
-         [f"Not yet: {write_number(value + 3)} is not the answer. Correct.\n{wrong_2}", right]),
-        ("answers wrong, then works without an answer line, then right",
-         [f"Let me compute.\n{wrong}", f"Let me recheck: {write_number(value + 3)} or {write_number(value - 2)}.", right]),
-        ("answers wrong three times, each time another number", [wrong, wrong_3, wrong_2, right]),
-    ]
-    return [(what, turns + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS) for what, turns in scripts]
-
-
-class NotAwaitable(TypeError):
-    """The learner's method returned something the environment cannot await."""
-
-
-class NotAReply(TypeError):
-    """The learner's env_response returned something other than (messages, state)."""
-
-
-def _awaited(method: str, yours: Callable) -> Callable:
-    """Your function as the notebook's FeedbackEnv calls it (`return await is_completed(self, ...)`): an async
-    def, or a plain function that returns a coroutine."""
-
-    async def call(self, messages, state, **kwargs):
-        result = yours(self, messages, state, **kwargs)
-        if not inspect.isawaitable(result):
-            raise NotAwaitable(f"{method} returned {type(result).__name__}, which the environment cannot await")
-        result = await result
-        if method == "env_response" and not (isinstance(result, tuple) and len(result) == 2
-                                             and isinstance(result[0], list) and isinstance(result[1], dict)):
-            raise NotAReply(f"env_response returned {str(result)[:120]!r}: return (a list of messages, the state), "
-                            "e.g. `return [{'role': 'user', 'content': reply}], state`")
-        return result
-
-    return call
-
-
-def _notebook_env(max_turns: int, rows, is_completed: Callable = _solution_is_completed,
-                  env_response: Callable = _solution_env_response):
-    """Section 2's environment as the notebook builds it, on `rows` (question, gold)."""
-    import verifiers as vf
-    from datasets import Dataset
-    from gsm8k_course import HASH_SYSTEM_PROMPT
-    from gsm8k_feedback import FinalAnswerParser, make_rubric
-
-    completed, respond = _awaited("is_completed", is_completed), _awaited("env_response", env_response)
-
-    class FeedbackEnv(vf.MultiTurnEnv):  # the notebook's class: your two functions on verifiers' base class
-        async def is_completed(self, messages, state, **kwargs) -> bool:
-            return await completed(self, messages, state, **kwargs)
-
-        async def env_response(self, messages, state, **kwargs):
-            return await respond(self, messages, state, **kwargs)
-
-    parser = FinalAnswerParser()
-    with quiet_datasets():  # its dataset is mapped
-        env = FeedbackEnv(max_turns=max_turns, system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser),
-                          eval_dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in rows]))
-    env.logger = QUIET
-    return env
-
-
-class NeverEnded(Exception):
-    """The scripted model has no turn left: the conversation had not ended by then."""
-
-    def __init__(self, messages: list):
-        super().__init__("the conversation never ended")
-        self.messages = messages
-
-
-class ScriptedClient:
-    """Stands in for the OpenAI client in verifiers' own rollout loop: each `chat.completions.create` returns the
-    script's next model turn as a ChatCompletion, as the client returns it."""
-
-    def __init__(self, turns: list):
-        self.turns = list(turns)
-        self.chat = self.completions = self  # client.chat.completions.create
-
-    async def create(self, *, messages, **kwargs):
-        if not self.turns:
-            raise NeverEnded(list(messages))
-        return _model_turn(self.turns.pop(0))
-
-
-def _model_turn(turn):
-    """One model turn as the OpenAI client returns it: a ChatCompletion, its tool calls the client's objects."""
-    from openai.types.chat import ChatCompletion
-
-    text, calls = (turn, []) if isinstance(turn, str) else turn
-    message = {"role": "assistant", "content": text,
-               "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": "calculate", "arguments": a}}
-                              for i, a in enumerate(calls)] or None}
-    return ChatCompletion.model_validate({
-        "id": "scripted", "object": "chat.completion", "created": 0, "model": "scripted",
-        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}]})
-
-
-class Replay(NamedTuple):
-    said: list[tuple[str, str]]  # (role, what it said in short) message by message
-    completion: list[dict]  # as the rollout returns it
-    state: dict | None  # None when the conversation never ended
-
-
-def _judged(reply: str) -> str:
-    return "Correct." if reply.strip() == "Correct." else "not right"
-
-
-def _judged_with_hints(reply: str) -> str:
-    words = [w for w in ("too high", "too low") if w in reply.lower()]
-    return _judged(reply) + (f" ({words[0]})" if len(words) == 1 else "")
-
-
-def _short(text) -> str:
-    return str(text).removeprefix("Let me compute.\n").replace("\n", " / ")
-
-
-async def _replay(env, prompt: list, gold: str, turns: list, judge: Callable[[str], str] = _judged) -> Replay:
-    """One rollout of `env` by verifiers' own MultiTurnEnv.rollout, the model's turns scripted."""
-    try:
-        completion, state = await env.rollout(ScriptedClient(turns[:MAX_SCRIPTED_TURNS]), "scripted",
-                                              copy.deepcopy(prompt), answer=gold)
-    except NeverEnded as stop:
-        completion, state = stop.messages[len(prompt):], None
-    said = [(m.get("role", "?"), _short(m.get("content")) if m.get("role") == "assistant"
-             else judge(str(m.get("content"))))  for m in completion]
-    return Replay(said + ([("-", "(never ended)")] if state is None else []), completion, state)
-
-
-@functools.cache
-def _rows() -> tuple[tuple[str, str], ...]:
-    """(question, gold), one row per gold answer of real_inputs."""
-    rows = tuple({gold: (question, gold) for question, gold in reversed(gsm8k_rows())}.values())[::-1]
-    # every other prompt holds a worked example with its own '####' line: a number the model never wrote
-    return tuple((f"{q}\nWrite it as in: 2 + 14 = 16\n#### 16" if i % 2 else q, gold) for i, (q, gold) in enumerate(rows))
-
-
-@functools.cache
-def _reference_replays() -> dict[tuple[int, str, str], Replay]:
-    """{(max_turns, gold, what the model does): the solution's replay} for every max_turns, row and script."""
-    async def replay_all():
-        replays = {}
-        for max_turns in MAX_TURNS:
-            env = _notebook_env(max_turns, _rows())
-            for (_, gold), prompt in zip(_rows(), env.eval_dataset["prompt"]):
-                for what, turns in _scripts(gold):
-                    replays[max_turns, gold, what] = await _replay(env, prompt, gold, turns)
-        return replays
-
-    return run_sync(replay_all())
 
 
 def _first_difference(method: str, yours: Callable) -> str | None:
@@ -502,10 +293,6 @@ def _raised(method: str, e: Exception) -> str:
         return (f"it raised AttributeError: {e}. The notebook's FeedbackEnv is vf.MultiTurnEnv with your two "
                 "functions and nothing more: use what the base class has (self.parser, self.max_turns, ...)")
     return f"it raised {type(e).__name__}: {e}"
-
-
-def _transcript(said: list[tuple[str, str]]) -> str:
-    return " → ".join(f"{role}: {text}" for role, text in said) or "(nothing: it ended before the first turn)"
 
 
 def _why(method: str, expected: list[tuple[str, str]], got: list[tuple[str, str]], max_turns: int) -> str:
@@ -639,209 +426,3 @@ def _discount_mistake(parser, replay: Replay, got: float, expected: float, disco
                 "parameter `discount`, not a number")
     return "; ".join(filter(None, ["pay correct_answer(parser, completion, answer) * discount ** (model turns - 1)",
                                    gold_hint(gold)]))
-
-
-# ----------------------------------------------------------------------------- measure tool use
-
-TOOL_CASES = [  # (what the case is, completion): message shapes a completion may hold besides real rollouts'
-    ("the model's one message has no 'tool_calls'", [{"role": "assistant", "content": "#### 4"}]),
-    ("the model's one message has 'tool_calls': None", [{"role": "assistant", "content": "#### 4", "tool_calls": None}]),
-]
-
-
-def _call(expression: str) -> str:
-    return json.dumps({"expression": expression})
-
-
-def _tool_scripts(question: str, gold: str) -> list[tuple[str, list]]:
-    """(what the model does, its turns: a final text, or (text, [the calls' JSON arguments])) for one problem."""
-    from gsm8k_course import canonical_number
-
-    number = canonical_number(gold)
-    answer = f"So the answer is {gold}.\n#### {gold}"
-    return [
-        ("answers without the tool", [answer]),
-        ("makes one call, then answers", [("", [_call(f"{number} * 1")]), answer]),
-        ("makes two calls in one turn, one in the next, then answers",
-         [(f"{question[:40]}: let me compute.", [_call(f"{number} + 1"), _call(f"{number} - 1")]),
-          ("", [_call(f"{number} * 2")]), answer]),
-        ("keeps calling until max_turns", [("", [_call(f"{number} + {k}")]) for k in range(MAX_SCRIPTED_TURNS)]),
-        ("sends arguments that are not JSON, then answers", [("", ['{"expression": "2+2"']), answer]),
-        ("asks for what the calculator refuses, then answers", [("", [_call("__import__('os')")]), answer]),
-    ]
-
-
-def _tool_rollouts() -> list[tuple[str, list, dict]]:
-    """(what the case is, completion, state) of real rollouts of the course's TolerantToolEnv (verifiers 0.1.5's
-    ToolEnv loop, the real calculator) with scripted model turns, for max_turns 1, 2 and 4."""
-    import verifiers as vf
-    from datasets import Dataset
-    from gsm8k_calculator import TolerantToolEnv, calculate
-
-    async def run_all():
-        rollouts = []
-        for max_turns in (1, 2, 4):
-            with quiet_datasets():
-                env = TolerantToolEnv(tools=[calculate], max_turns=max_turns, parser=vf.Parser(),
-                                      eval_dataset=Dataset.from_list([{"question": "q", "answer": "1"}]))
-            for question, gold in gsm8k_rows()[:4] + gsm8k_rows()[-4:]:
-                for what, turns in _tool_scripts(question, gold):
-                    completion, state = await env.rollout(ScriptedClient(turns), "scripted",
-                                                          [{"role": "user", "content": question}], answer=gold)
-                    rollouts.append((f"the model {what} (max_turns={max_turns})", completion, state))
-        return rollouts
-
-    return run_sync(run_all())
-
-
-@checks_exercise("03-tool-calls")
-def tool_call_count(tool_calls: Callable[..., float]) -> str | None:
-    """tool_calls(completion): how many tool calls the model's messages carry, on real ToolEnv rollouts."""
-    from gsm8k_calculator import tool_calls as reference
-    from gsm8k_feedback import FinalAnswerParser
-
-    if not callable(tool_calls):
-        return "tool_calls should be a reward function: def tool_calls(completion, **kwargs) -> float"
-    own = not_your_own(tool_calls, references=(reference,))
-    if own:
-        return own
-    cases = [(case, completion, {}) for case, completion in TOOL_CASES] + _tool_rollouts()
-    for case, completion, state in cases:
-        expected = reference(completion)
-        try:
-            got = call_reward(tool_calls, completion=copy.deepcopy(completion), state=state,
-                              answer=state.get("answer", ""), parser=FinalAnswerParser())
-        except TypeError as e:
-            if "subscriptable" in str(e):
-                return (f"on a rollout where {case}, it raised TypeError: {e}. A real rollout's tool calls are the "
-                        "OpenAI client's objects (ChatCompletionMessageToolCall: call.function.name, call.id), not "
-                        "dicts; to count them, len(message['tool_calls']) is all you need")
-            none = "; 'tool_calls' may be None: count it as no calls" if "NoneType" in str(e) else ""
-            return f"on a rollout where {case}, it raised TypeError: {e}{none}"
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"on a rollout where {case}, it raised {type(e).__name__}: {e}"
-        if got != expected:
-            return f"on a rollout where {case}, it counted {got}, not {expected}: {_tool_mistake(completion, got)}"
-    return None
-
-
-def _tool_mistake(completion: list, got: float) -> str:
-    calls = [m for m in completion if m["role"] == "assistant" and m.get("tool_calls")]
-    if got == sum(m["role"] == "tool" for m in completion):
-        return ("at max_turns ToolEnv stops right after the model's call, before running it: count the calls the "
-                "model made (its messages' tool_calls), not the tool results")
-    if got == len(calls):
-        return "one message may carry several calls: add up len(message['tool_calls'])"
-    return "add up len(message['tool_calls']) over the assistant messages ('tool_calls' may be missing or None)"
-
-
-# ----------------------------------------------------------------------------- the feedback environment as a module
-
-FEEDBACK_RUBRIC = {"discounted_correct": 1.0, "hash_format": 0.5, "solved": 0.0, "turns": 0.0}
-MODULE_ARGUMENTS = [  # the first as the notebook calls it; then every parameter at another value
-    {"max_turns": 2, "discount": 0.5, "hints": True, "num_eval_examples": 2, "seed": 0},
-    {"max_turns": 3, "discount": 0.25, "hints": False, "num_eval_examples": 3, "seed": 7},
-    {"max_turns": 1, "discount": 0.9, "hints": True, "num_eval_examples": 1, "seed": 1},
-]
-
-
-def _reference_module(max_turns: int, discount: float, hints: bool, num_eval_examples: int, seed: int):
-    """The solution's load_environment: section 2's FeedbackEnv on GSM8K's test split, with section 2's rubric."""
-    from gsm8k_course import HASH_SYSTEM_PROMPT, load_gsm8k
-    from gsm8k_feedback import FeedbackEnv, FinalAnswerParser, make_rubric
-
-    parser = FinalAnswerParser()
-    return FeedbackEnv(hints=hints, max_turns=max_turns, eval_dataset=load_gsm8k("test", num_eval_examples, seed),
-                       system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser, discount))
-
-
-@checks_exercise("03-my-environment")
-def my_environment(load_environment: Callable) -> str | None:
-    """load_environment(max_turns=, discount=, hints=, num_eval_examples=, seed=) of the learner's module, next to
-    the solution's at several values of every parameter: the same rows and prompts, the same conversations, the
-    same scores."""
-    import verifiers as vf
-
-    if not callable(load_environment):
-        return "pass your module's load_environment function"
-    own = not_your_own(load_environment, references=_module_references())
-    if own:
-        return own
-    for arguments in MODULE_ARGUMENTS:
-        call = f"load_environment({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
-        try:
-            with quiet_datasets():
-                env = load_environment(**arguments)
-                reference = _reference_module(**arguments)
-        except NotImplementedError:
-            return "load_environment still raises NotImplementedError: write its body"
-        except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-            return f"{call} raised {type(e).__name__}: {e}"
-        if not isinstance(env, vf.MultiTurnEnv):
-            return f"return the feedback environment (a vf.MultiTurnEnv), not {type(env).__name__}"
-        hint = _module_difference(env, reference, arguments)
-        if hint:
-            return f"{call}: {hint}"
-    return None
-
-
-def _module_difference(env, reference, arguments: dict) -> str | None:
-    if env.max_turns != arguments["max_turns"]:
-        return f"an environment with max_turns={env.max_turns}: pass the argument on"
-    if env.eval_dataset is None or list(env.eval_dataset["answer"]) != list(reference.eval_dataset["answer"]):
-        return ("its eval_dataset is not the rows load_gsm8k('test', num_eval_examples, seed) gives: GSM8K's test "
-                "split, num_eval_examples rows after a shuffle with seed")
-    system = [next((m["content"] for m in p if m["role"] == "system"), None) for p in env.eval_dataset["prompt"]]
-    if system != [p[0]["content"] for p in reference.eval_dataset["prompt"]]:
-        return f"its prompts' system message is {system[0]!r}: pass system_prompt=HASH_SYSTEM_PROMPT"
-    rubric = dict(zip(env.rubric.get_reward_func_names(), env.rubric.get_reward_weights()))
-    if rubric != FEEDBACK_RUBRIC:
-        return (f"the rubric is {rubric}; section 2's is {FEEDBACK_RUBRIC}: the same four functions with the "
-                "same weights (the '####' format counts 0.5)")
-    own = not_your_own(*env.rubric.get_reward_funcs(), references=_discount_references())
-    if own:  # the four reward functions are the exercise's to write
-        return own
-    return run_sync(_conversations_differ(env, reference, arguments))
-
-
-async def _conversations_differ(env, reference, arguments: dict) -> str | None:
-    """The same scripted conversations with both environments (their own methods, verifiers' own rollout loop),
-    then scored by both rubrics."""
-    from gsm8k_feedback import FinalAnswerParser, make_rubric
-
-    at_half = make_rubric(FinalAnswerParser(), 0.5)  # the rubric of a module that ignores its discount
-    env.logger = reference.logger = QUIET
-    rows = dict(zip(reference.eval_dataset["answer"], reference.eval_dataset["question"]))
-    rows.update({gold: question for question, gold in _rows() if gold not in rows})
-    for gold, question in rows.items():
-        for what, answers in _scripts(gold):
-            case = f"gold answer {gold!r}, the model {what}"
-            try:
-                yours = await _replay(env, env.format_prompt(question, env.system_prompt, env.few_shot), gold, answers,
-                                      _judged_with_hints)
-            except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-                return f"with {case}, the environment raised {type(e).__name__}: {e}"
-            expected = await _replay(reference, reference.format_prompt(question, reference.system_prompt), gold,
-                                     answers, _judged_with_hints)
-            if yours.said != expected.said:
-                why = (f"pass hints={arguments['hints']} on to FeedbackEnv(hints=hints)"
-                       if [s.split(" (")[0] for _, s in yours.said] == [s.split(" (")[0] for _, s in expected.said]
-                       else "use section 2's FeedbackEnv and FinalAnswerParser (from gsm8k_feedback)")
-                return (f"with {case}:\n  expected {_transcript(expected.said)}\n  yours    {_transcript(yours.said)}\n"
-                        + why)
-            if expected.state is None:
-                continue  # never ended: nothing to score
-            score, want = [await rubric.score_rollout(prompt=expected.state["prompt"], completion=expected.completion,
-                                                      answer=gold, state=copy.deepcopy(expected.state))
-                           for rubric in (env.rubric, reference.rubric)]
-            if not same_score(score, want):
-                half = await at_half.score_rollout(prompt=expected.state["prompt"], completion=expected.completion,
-                                                   answer=gold, state=copy.deepcopy(expected.state))
-                why = (f"its rewards use a discount of 0.5, not discount={arguments['discount']}: define the reward "
-                       "functions inside load_environment, so that they see its `discount`"
-                       if arguments["discount"] != 0.5 and same_score(score, half) else
-                       "parse the model's LAST turn (its last assistant message, not the environment's 'Correct.'), "
-                       "and discount per model turn")
-                return (f"with {case} ({_transcript(expected.said)}), your rubric scored {score.metrics} (reward "
-                        f"{score.reward}); section 2's scores {want.metrics} (reward {want.reward}): {why}")
-    return None
