@@ -7,9 +7,9 @@ an iterator given as the answer is read for at most MAX_ITEMS items, and whateve
 and KeyboardInterrupt included, becomes the hint; only the kernel's interrupt button stops a check
 (helpers.worker_thread). A check adds nothing to the learner's traces: it scores hundreds of rollouts, and
 Weave's verifiers integration would record each.
-Each notebook's checks live in their own module here (`notebook_00.py`, ...), registered with
-`@checks_exercise("<name>")`: the function receives the learner's value and returns None when it is
-right, or a hint in plain words when it is not. Solutions are in solutions/<notebook>.md.
+Each notebook's checks live in modules of their own here (`notebook_00.py`, ...), registered with
+`@checks_exercise("<name>")` (helpers.checks.registry): the function receives the learner's value and returns
+None when it is right, or a hint in plain words when it is not. Solutions are in solutions/<notebook>.md.
 """
 
 from __future__ import annotations
@@ -27,24 +27,15 @@ import time
 from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
+from helpers.checks.registry import CHECKS
 from helpers.worker_thread import STILL_RUNNING, RaisedInterrupt, WorkerTimeout, in_worker_thread
 
-CHECKS: dict[str, Callable[[Any], str | None]] = {}
 TIME_LIMIT_S = 120.0  # a check runs the learner's code a few times, with real rubric calls: seconds, not minutes
 PRINT_LIMIT = 2000  # characters of what the learner's code prints while it is checked
 MAX_ITEMS = 10_000  # items read from an iterator given as the answer (an endless one would fill the memory)
 NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_02_loss", "notebook_03", "notebook_03_tools",
                     "notebook_03_module", "notebook_04")
 
-
-def checks_exercise(name: str):
-    """Register the check of exercise `name` (e.g. "01-boxed-reward")."""
-
-    def register(func: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-        CHECKS[name] = func
-        return func
-
-    return register
 
 
 def _load_checks() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from helpers.checks import checks_exercise
 from helpers.checks.real_inputs import gsm8k_rows
+from helpers.checks.registry import checks_exercise
 from helpers.tracing.session import current_session
 
 TEXTS = [  # texts that split differently on spaces, on whitespace, on word characters

@@ -11,7 +11,6 @@ import math
 import random
 from collections.abc import Mapping
 
-from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import (
     call_reward,
@@ -21,6 +20,7 @@ from helpers.checks.real_inputs import (
     replies,
     same_score,
 )
+from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
 TRAP_EXAMPLES = [

@@ -12,9 +12,9 @@ import logging
 import math
 from collections.abc import Mapping
 
-from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import call_reward, completions, gold_hint, gsm8k_rows, write_number
+from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
 GROUP = [1.5, 0.5, 0.0, 0.5]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import sys
 
-from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
+from helpers.checks.registry import checks_exercise
 
 
 def _loss_reference(rewards, logps, old_logps, mask, num_generations: int, epsilon: float = 0.2, mistake: str = ""):

@@ -14,7 +14,6 @@ import math
 import re
 from collections.abc import Callable
 
-from helpers.checks import checks_exercise
 from helpers.checks.notebook_03_replays import (
     MAX_TURNS,
     ROLLOUT_STATE,
@@ -38,6 +37,7 @@ from helpers.checks.real_inputs import (
     near_misses,
     write_number,
 )
+from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
 # ----------------------------------------------------------------------------- the exercises' answers as the course wrote them

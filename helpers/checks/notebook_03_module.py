@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from helpers.checks import checks_exercise
 from helpers.checks.notebook_03 import _discount_references
 from helpers.checks.notebook_03_replays import (
     QUIET,
@@ -22,6 +21,7 @@ from helpers.checks.real_inputs import (
     quiet_datasets,
     same_score,
 )
+from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
 FEEDBACK_RUBRIC = {"discounted_correct": 1.0, "hash_format": 0.5, "solved": 0.0, "turns": 0.0}

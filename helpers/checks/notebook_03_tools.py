@@ -8,7 +8,6 @@ import copy
 import json
 from collections.abc import Callable
 
-from helpers.checks import checks_exercise
 from helpers.checks.notebook_03_replays import MAX_SCRIPTED_TURNS, ScriptedClient
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import (
@@ -16,6 +15,7 @@ from helpers.checks.real_inputs import (
     gsm8k_rows,
     quiet_datasets,
 )
+from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
 TOOL_CASES = [  # (what the case is, completion): message shapes a completion may hold besides real rollouts'

@@ -8,9 +8,9 @@ import inspect
 import re
 from collections.abc import Mapping
 
-from helpers.checks import checks_exercise
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import gold_hint, gsm8k_golds, replies, write_number
+from helpers.checks.registry import checks_exercise
 
 FORMAT_CASES = [  # (reply, gold answer)
     ("48 + 24 = 72\n#### 72", "72"),
