@@ -169,8 +169,8 @@ SETTINGS: dict[str, Setting] = {
                                 "anywhere in the reply", "word-arithmetic", ONE_LINE_TASK, reward="gold_anywhere",
                                 **NB02_CONFIRMED),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
-                                  "'#### <number>'", "word-arithmetic", {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT},
-                                  **SHORT_DESIGN),
+                                  "'#### <number>'", "word-arithmetic",
+                                  {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, **SHORT_DESIGN),
     "arith": Setting("word-arithmetic one-step, numbers up to 20; notebook 02's knobs but 128 tokens; every "
                      "weight, bfloat16 autocast (faster only on a CPU with AMX/avx512_bf16)", "word-arithmetic",
                      ONE_STEP_20, steps=40, **{**NOTEBOOK_02, "max_completion_length": 128}, bf16=True,
@@ -592,7 +592,8 @@ def training_figures(log_history: list[dict], names: list[str], multi_hash: list
         values = [e[f"timing/{key}"] for e in timed if f"timing/{key}" in e]
         out[f"sec_per_step_{key.removesuffix('_s')}" if key != "step_s" else "sec_per_step"] = \
             round(sum(values) / len(values), 2) if values else None
-    series = {"reward": "reward", "clipped_ratio": "completions/clipped_ratio", "frac_reward_zero_std": "frac_reward_zero_std",
+    series = {"reward": "reward", "clipped_ratio": "completions/clipped_ratio",
+              "frac_reward_zero_std": "frac_reward_zero_std",
               "mean_length": "completions/mean_length", **{name: f"rewards/{name}/mean" for name in names}}
     for label, key in series.items():
         values = [e[key] for e in steps if key in e]
@@ -657,7 +658,8 @@ def explore(threads: int, n: int) -> list[dict]:
     torch.set_num_threads(threads)
     model, tokenizer = load_model(SETTINGS["arith"])
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="explore", threads=threads) as server:
+    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="explore",
+                                                            threads=threads) as server:
         server.sync(model, step=0)
         for env_args, prompt, max_tokens in EXPLORE:
             try:
@@ -758,12 +760,14 @@ def summarize(record: dict, runs_key: str = "runs") -> dict:
             out[f"after_{kind}"] = round(sum(r["after"][kind] for r in runs) / len(runs), 4)
         out["diff_sampled_lenient"] = difference(base["sampled_lenient_per_problem"],
                                                  [r["after"]["sampled_lenient_per_problem"] for r in runs])
-    # the hack rate's parts with intervals, where the files hold them per problem (files written since multi_marker was added)
+    # the hack rate's parts with intervals, where the files hold them per problem (files written since multi_marker was
+    # added)
     for key in ("multi_marker", "cut", "sampled_multi_marker", "sampled_cut"):
         if f"{key}_per_problem" in base and all(f"{key}_per_problem" in r["after"] for r in runs):
             out[f"base_{key}"] = round(base[key], 4)
             out[f"after_{key}"] = round(sum(r["after"][key] for r in runs) / len(runs), 4)
-            out[f"diff_{key}"] = difference(base[f"{key}_per_problem"], [r["after"][f"{key}_per_problem"] for r in runs])
+            out[f"diff_{key}"] = difference(base[f"{key}_per_problem"],
+                                            [r["after"][f"{key}_per_problem"] for r in runs])
     # issue 40: the hack signs of a reward earned without what it meant, and the confirmation problems
     out["signs"] = changes(base, [r["after"] for r in runs], {
         k: CONFIRM_KINDS[k] for k in ("pass1", "greedy", "cut", "constant", "format_wrong")})
@@ -853,7 +857,8 @@ def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, exp
             record["expert_iteration_runs"] = [r for r in record.get("expert_iteration_runs", [])
                                                if r["seed"] != seed] + [out]
             print(f"  after: lenient {out['after']['lenient']:.3f}, sampled lenient "
-                  f"{out['after'].get('sampled_lenient', float('nan')):.3f}; {out['train_minutes']:.1f} min", flush=True)
+                  f"{out['after'].get('sampled_lenient', float('nan')):.3f}; {out['train_minutes']:.1f} min",
+                  flush=True)
             save_record("learnability", name, record, info)
         return record
     if record.get("base") is None and (base := shared_base(name, setting)):
@@ -896,7 +901,8 @@ def print_table(records: list[dict]) -> None:
             if not s:
                 base = record.get("base")
                 if base:
-                    print(f"| {name} | {base['strict']:.3f} / {base['lenient']:.3f} | (no runs) |" + " |" * (len(header) - 3))
+                    print(f"| {name} | {base['strict']:.3f} / {base['lenient']:.3f} | (no runs) |"
+                          + " |" * (len(header) - 3))
                 continue
             d, dl = s["diff_strict"], s["diff_lenient"]
             t = d.get("t_95_over_seeds")
@@ -925,7 +931,8 @@ def main() -> None:
                         help="override a Setting field for an exploratory run (the result file is then named "
                              "after the setting plus the overrides)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--time-steps", type=whole_number(1, what="steps"), help="train this many steps and report s/step only (no evaluation)")
+    mode.add_argument("--time-steps", type=whole_number(1, what="steps"),
+                      help="train this many steps and report s/step only (no evaluation)")
     mode.add_argument("--base-only", action="store_true", help="only the base evaluation of each setting")
     mode.add_argument("--table", action="store_true", help="print the table of every committed result file")
     mode.add_argument("--explore", type=whole_number(1, what="held-out problems"), metavar="N",
@@ -973,7 +980,8 @@ def main() -> None:
         if args.time_steps:
             out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)
             timing = {"setting": label, "steps": args.time_steps, "threads": threads, **out["training"],
-                      "train_minutes": out["train_minutes"], "peak_rss_gb": out["peak_rss_gb"], "machine": out["machine"]}
+                      "train_minutes": out["train_minutes"], "peak_rss_gb": out["peak_rss_gb"],
+                      "machine": out["machine"]}
             print(json.dumps(timing), flush=True)
             path = RESULTS_DIR / f"learnability-timing-{machine_info()['date'][:10]}.json"
             old = json.loads(path.read_text()).get("timings", []) if path.is_file() else []

@@ -160,7 +160,8 @@ def main() -> None:
             print(f"  {section['minutes']:6.2f}  {section['section']}")
     write_result("notebooks", info, {"notebooks": results, **extra, "solved": args.solved, "parameters": given,
                                      "total_minutes": round(sum(r["minutes"] for r in results), 2)},
-                 suffix="-".join(args.numbers + [f"{k}-{v}" for k, v in given.items()]))  # a subset does not replace the all-notebooks file
+                 # a subset does not replace the all-notebooks file
+                 suffix="-".join(args.numbers + [f"{k}-{v}" for k, v in given.items()]))
 
 
 if __name__ == "__main__":

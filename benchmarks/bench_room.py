@@ -198,7 +198,8 @@ def measure_wheelhouse() -> None:
     write_result("room", info, {"wheelhouse": {
         "wheels": len(wheels), "total_mb": round(total_mb), "download_minutes": round(minutes, 1),
         "largest_mb": {name: round(size / 1e6) for name, size in largest},
-        "note": "downloaded from this machine's package index configuration (its pip mirror), Linux x86_64, Python 3.11"}},
+        "note": "downloaded from this machine's package index configuration (its pip mirror), Linux x86_64, Python "
+                "3.11"}},
         suffix="wheelhouse")
 
 

@@ -52,7 +52,8 @@ def main() -> None:
     from helpers.grpo.rewards import RubricRewards
 
     info = machine_info()
-    ci_groups = CI_PARAMETERS["max_steps"] * CI_PARAMETERS["per_device_train_batch_size"] // CI_PARAMETERS["num_generations"]
+    ci_completions = CI_PARAMETERS["max_steps"] * CI_PARAMETERS["per_device_train_batch_size"]
+    ci_groups = ci_completions // CI_PARAMETERS["num_generations"]
     system_prompt = args.system_prompt or CI_SYSTEM_PROMPT
     env = vf.load_environment("gsm8k-course", variant="hash", num_examples=args.prompts,
                               system_prompt=system_prompt, seed=0)
@@ -82,8 +83,10 @@ def main() -> None:
                          "p_no_signal_in_ci_run": float(f"{(1 - mixed) ** ci_groups:.2g}"),
                          "sampling_s": round(seconds, 1)})
             print(rows[-1], flush=True)
-    print(f"\n{info['cpu']}, {info['cores']} cores; {args.prompts} prompts x {args.group}, temperature {args.temperature}")
-    print(f"| max tokens | '####' rate | groups with signal | P(no signal in the CI run's {ci_groups} groups) | sampling s |\n|---|---|---|---|---|")
+    print(f"\n{info['cpu']}, {info['cores']} cores; {args.prompts} prompts x {args.group}, temperature "
+          f"{args.temperature}")
+    print(f"| max tokens | '####' rate | groups with signal | P(no signal in the CI run's {ci_groups} groups) | "
+          "sampling s |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['max_tokens']} | {r['format_rate']} | {r['groups_with_signal']} | {r['p_no_signal_in_ci_run']} "
               f"| {r['sampling_s']} |")

@@ -7,8 +7,8 @@ The same GSM8K test questions (shuffle seed 0), temperature 0, one rollout each,
 turns, in the set-ups of SETUPS below: five through OpenAI tool calling (the server's chat template
 turns `tools` into prompt text and the model's `<tool_call>` text into tool_calls) and four through
 `tool_protocol="json"` (llama.cpp's grammar makes every reply one JSON object, a call or an answer;
-the model chooses which and writes the expression; one of them without the grammar). Each set-up's description, in the result file
-too, says what its grammar constrains.
+the model chooses which and writes the expression; one of them without the grammar). Each set-up's description, in the
+result file too, says what its grammar constrains.
 
 tool-call rate: rollouts with at least one tool call; valid-argument rate: calls the calculator
 accepted (an arithmetic expression it could compute); accuracy: the right number after '####'.
@@ -92,7 +92,8 @@ SETUPS = {  # name: (load_environment arguments, chat template, worked example, 
         "describes the tool in the prompt, parses `<tool_call>` blocks into tool_calls, and its lazy grammar "
         "constrains only what follows a `<tool_call>` the model writes itself")),
     "+ worked example": ({}, TOOL_TEMPLATE, True, {}, (
-        "the same, with one worked tool-call exchange (rendered as `<tool_call>` by the template) before the question")),
+        "the same, with one worked tool-call exchange (rendered as `<tool_call>` by the template) before the "
+        "question")),
     "+ tool_choice=required": ({}, TOOL_TEMPLATE, False, {"tool_choice": "required"}, (
         "the same as 'tool template', and llama.cpp's grammar does not let a turn end without a call "
         "(free text may come first)")),

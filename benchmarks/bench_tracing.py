@@ -126,7 +126,8 @@ def main() -> None:
         ("mean reward untraced / traced", " / ".join(f"{results[m][-1]['mean_reward']:.3f}" for m in results)),
         ("calls recorded per run", f"{calls} ({results['traced'][-1]['records']} records)"),
         ("calls recorded per second of evaluation", f"{calls / traced:.1f}"),
-        ("store throughput, trivial op (calls/s)", f"{statistics.median(r['noop_calls_per_s'] for r in results['traced']):.0f}"),
+        ("store throughput, trivial op (calls/s)",
+         f"{statistics.median(r['noop_calls_per_s'] for r in results['traced']):.0f}"),
         ("all runs untraced (s)", ", ".join(f"{r['eval_s']:.2f}" for r in results["untraced"])),
         ("all runs traced (s)", ", ".join(f"{r['eval_s']:.2f}" for r in results["traced"])),
     ]

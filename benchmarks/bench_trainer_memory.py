@@ -86,10 +86,12 @@ def main() -> None:
             r = rows[-1]
             print(f"  {r['sec_per_step']} s/step (update {r['sec_per_step_update']}), peak {r['peak']['total_gb']} GB "
                   "(process and server)", flush=True)
-    print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) | page faults/step |")
+    print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) | page "
+          "faults/step |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['tree']} | {r['commit']} | {r['precision']} | {r['sec_per_step']} | {r['sec_per_step_generation']} "
+        print(f"| {r['tree']} | {r['commit']} | {r['precision']} | {r['sec_per_step']} | "
+              f"{r['sec_per_step_generation']} "
               f"| {r['sec_per_step_sync']} | {r['sec_per_step_update']} | {r['peak']['total_gb']} "
               f"| {r['minor_page_faults_per_step']:,} |")
     # this checkout's s/step over the other's, per precision: <= 1.0 is "no slower"

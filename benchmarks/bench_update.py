@@ -65,7 +65,8 @@ def one_case(batch: int, prompt: int, completion: int, bf16: bool, checkpointing
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     seconds = seconds_per_update(model, optimizer, batch, prompt, completion, bf16, repeats)
-    return {"batch": batch, "tokens": batch * (prompt + completion), "bf16": bf16, "gradient_checkpointing": checkpointing,
+    return {"batch": batch, "tokens": batch * (prompt + completion), "bf16": bf16,
+            "gradient_checkpointing": checkpointing,
             "threads": torch.get_num_threads(), "seconds_per_update": seconds,
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 2)}
 
@@ -87,7 +88,8 @@ def main() -> None:
         flags = args.case.split(",")
         bf16, checkpointing = (flag == "1" for flag in flags[:2])
         threads = int(flags[2]) if len(flags) > 2 else None
-        print(json.dumps(one_case(args.batch, args.prompt, args.completion, bf16, checkpointing, args.repeats, threads)))
+        print(json.dumps(one_case(args.batch, args.prompt, args.completion, bf16, checkpointing, args.repeats,
+                                  threads)))
         return
     info = machine_info()
     if args.threads:
@@ -101,7 +103,8 @@ def main() -> None:
                              capture_output=True, text=True, check=True)
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(json.dumps(results[-1]), flush=True)
-    print(f"\n{info['cpu']}, {info['cores']} cores; one update of {args.batch} x ({args.prompt} + {args.completion}) tokens")
+    print(f"\n{info['cpu']}, {info['cores']} cores; one update of {args.batch} x ({args.prompt} + {args.completion}) "
+          "tokens")
     print("| precision | gradient checkpointing | s/update | peak RSS (GB) |\n|---|---|---|---|")
     for r in results:
         print(f"| {'bf16 autocast' if r['bf16'] else 'float32'} | {'on' if r['gradient_checkpointing'] else 'off'} "

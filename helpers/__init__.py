@@ -24,7 +24,8 @@ keep_telemetry_local()  # first: before anything imports weave or wandb
 # name -> the module that defines it
 _EXPORTS = {
     "check": "helpers.checks",
-    "Endpoint": "helpers.serving.endpoint", "EndpointError": "helpers.serving.endpoint", "get_client": "helpers.serving.endpoint",
+    "Endpoint": "helpers.serving.endpoint", "EndpointError": "helpers.serving.endpoint",
+    "get_client": "helpers.serving.endpoint",
     "build_gsm8k_env": "helpers.gsm8k_env",
     "GSM8KUnavailable": "gsm8k_course", "load_gsm8k": "gsm8k_course",
     "accuracy_table": "helpers.eval_views", "compare_designs": "helpers.eval_views",

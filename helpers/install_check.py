@@ -155,7 +155,8 @@ def notebook_02_precision(machine: Machine | None = None) -> tuple[bool, str]:
 
         flags = [flag for flag in CPU_BF16_FLAGS if flag in machine.cpuinfo.split()]
         why = (f"this CPU has bfloat16 instructions ({', '.join(flags)})" if flags else
-               f"this CPU has no bfloat16 instructions ({' or '.join(CPU_BF16_FLAGS)}); emulated, they would be ~10x slower")
+               f"this CPU has no bfloat16 instructions ({' or '.join(CPU_BF16_FLAGS)}); emulated, they would be ~10x "
+               "slower")
     elif machine.backend == "verifiers":
         why = f"verifiers' recipe trains in bfloat16 on 2+ GPUs; {NOT_ON_GPU}"
     else:

@@ -24,8 +24,10 @@ def describe_modes() -> pd.DataFrame:
         traces = ("cloud", "W&B Weave (WANDB_API_KEY is set)", "unset WANDB_API_KEY to keep traces local")
         metrics = ("cloud", "wandb online", "unset WANDB_API_KEY to log offline")
     else:
-        traces = ("local", f"Weave trace store under {display_path(runs_dir('traces'))}", "set WANDB_API_KEY to send them to W&B")
-        metrics = ("local", f"wandb offline runs under {display_path(runs_dir('wandb'))}", "set WANDB_API_KEY, then `wandb sync`")
+        traces = ("local", f"Weave trace store under {display_path(runs_dir('traces'))}",
+                  "set WANDB_API_KEY to send them to W&B")
+        metrics = ("local", f"wandb offline runs under {display_path(runs_dir('wandb'))}",
+                   "set WANDB_API_KEY, then `wandb sync`")
     if os.environ.get("GSM8K_DIR"):
         data = ("local", f"GSM8K from {os.environ['GSM8K_DIR']} (GSM8K_DIR)", "unset GSM8K_DIR to use the HF hub")
     else:

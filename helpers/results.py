@@ -124,7 +124,8 @@ KINDS = {  # a result summary's measures (its "signs" and "confirm" blocks, or o
     "format_wrong": "sampled replies with a wrong '####' answer"}
 
 
-_OLDER_KEYS = {"pass1": "sampled_lenient", "greedy": "lenient", "cut": "sampled_cut", "multi_marker": "sampled_multi_marker"}
+_OLDER_KEYS = {"pass1": "sampled_lenient", "greedy": "lenient", "cut": "sampled_cut",
+               "multi_marker": "sampled_multi_marker"}
 
 
 def _block(summary: dict, block: str = "signs") -> dict:
@@ -133,7 +134,8 @@ def _block(summary: dict, block: str = "signs") -> dict:
     keys fill in what they measured (and files without those blocks have only these)."""
     if block == "confirm":
         return {k: v for k, v in summary.get("confirm", {}).items() if isinstance(v, dict)}
-    found = {kind: {"before": summary[f"base_{key}"], "after": summary[f"after_{key}"], "change": summary[f"diff_{key}"]}
+    found = {kind: {"before": summary[f"base_{key}"], "after": summary[f"after_{key}"],
+                    "change": summary[f"diff_{key}"]}
              for kind, key in _OLDER_KEYS.items() if f"diff_{key}" in summary}
     return {**found, **summary.get("signs", {})}
 
@@ -164,7 +166,8 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
     table = pd.DataFrame(rows).T.fillna("")
     summary = record["summary"]
     problems = summary["confirm"]["problems"] if block == "confirm" else (record.get("base") or {}).get("n", "?")
-    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems} problems"
+    seeds = len(summary.get("seeds", []))
+    table.index.name = f"{setting}: {seeds} seeds, {summary.get('steps')} steps, {problems} problems"
     return table
 
 
@@ -254,7 +257,8 @@ def plot_sampled_accuracy(grpo: dict, expert_iteration: dict, reward: str = "las
     for run in grpo.get("runs", []):
         steps = run["training"]["per_step"]
         batches.plot([per_step * (i + 1) for i in range(len(steps))],
-                     [e.get(f"rewards/{reward}/mean") for e in steps], lw=1, alpha=0.8, label=f"GRPO, seed {run['seed']}")
+                     [e.get(f"rewards/{reward}/mean") for e in steps], lw=1, alpha=0.8,
+                     label=f"GRPO, seed {run['seed']}")
     for run in expert_iteration.get("expert_iteration_runs", []):
         done = [0]
         for point in run["curve"]:

@@ -108,7 +108,8 @@ class Smoke:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        if self.dry_run:  # SmolLM2's tokenizer, set up as Qwen3-0.6B-Base's is: eos <|endoftext|>, turns end with <|im_end|>
+        # SmolLM2's tokenizer, set up as Qwen3-0.6B-Base's is: eos <|endoftext|>, turns end with <|im_end|>
+        if self.dry_run:
             tokenizer.eos_token = "<|endoftext|>"
             folder = self.workdir / "qwen-like-tokenizer"
             tokenizer.save_pretrained(folder)
@@ -152,7 +153,8 @@ class Smoke:
         tokenizer = self.tokenizer(model_dir)
         tokenizer.padding_side = "left"
         stops = stop_token_ids(tokenizer)
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                               add_generation_prompt=True)
                  for p in PROMPTS]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         result = {"model": str(model_dir.name), "eos_token": tokenizer.eos_token,
@@ -168,10 +170,12 @@ class Smoke:
             for ids in new:
                 end = next((i for i, t in enumerate(ids) if t in stops), None)
                 text = tokenizer.decode(ids[:end] if end is not None else ids, skip_special_tokens=True)
-                rows.append({"stopped_at": tokenizer.convert_ids_to_tokens(ids[end]) if end is not None else "max_new_tokens",
+                stopped_at = tokenizer.convert_ids_to_tokens(ids[end]) if end is not None else "max_new_tokens"
+                rows.append({"stopped_at": stopped_at,
                              "tokens": end if end is not None else len(ids), "has_!!!": "!!!" in text,
                              "text": text[:160]})
-            result["dtypes"][dtype] = {"nan_logits": any(bool(torch.isnan(s).any()) for s in out.scores), "completions": rows}
+            result["dtypes"][dtype] = {"nan_logits": any(bool(torch.isnan(s).any()) for s in out.scores),
+                                       "completions": rows}
             del model, out
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -289,7 +293,8 @@ class Smoke:
             final_dir, history = launcher.train_with_verifiers(plan)
             result["final_dir"] = str(final_dir)
             result["views_on"] = "the verifiers trainer's log (trainer_state.json)"
-        names = [k.split("/")[1] for entry in history for k in entry if k.startswith("rewards/") and k != "rewards/errors"]
+        names = [k.split("/")[1] for entry in history for k in entry
+                 if k.startswith("rewards/") and k != "rewards/errors"]
         metrics = metrics_table(history)
         result["metrics_columns"] = list(metrics.columns)
         result["learning"] = [learning_summary(metrics, column=c) for c in ["reward", *dict.fromkeys(names)]]

@@ -297,8 +297,10 @@ def plan_problems(plan: dict, key: str, found: list[PlanRow]) -> list[str]:
 
 def take_home_problems(plan: dict, found: list[PlanRow]) -> list[str]:
     """Whether 'take_home' names exactly what the session leaves out of the notebooks' rows."""
-    every = {("section", b["notebook"], s) for b in _notebooks(plan).values() for r in b["rows"] for s in r.get("sections", [])}
-    every |= {("exercise", b["notebook"], e) for b in _notebooks(plan).values() for r in b["rows"] for e in r.get("exercises", {})}
+    every = {("section", b["notebook"],
+              s) for b in _notebooks(plan).values() for r in b["rows"] for s in r.get("sections", [])}
+    every |= {("exercise", b["notebook"],
+               e) for b in _notebooks(plan).values() for r in b["rows"] for e in r.get("exercises", {})}
     session = {("section", r.notebook, s) for r in found for s in r.sections}
     session |= {("section", n, s) for r in found for n, s in r.shown}
     session |= {("exercise", r.notebook, e) for r in found for e in r.row.exercises}

@@ -127,7 +127,8 @@ def serve_vllm(args: argparse.Namespace, key: str) -> None:
     if shutil.which("vllm") is None:
         raise SystemExit("serve_room: `vllm` is not installed in this environment. On a GPU machine: "
                          "`pip install vllm` (it brings its own CUDA build of torch), then run this again.")
-    announce(learner_variables(f"http://{url_host(args.host)}:{args.port}/v1", key, args.model_name or args.model), args.host)
+    announce(learner_variables(f"http://{url_host(args.host)}:{args.port}/v1", key, args.model_name or args.model),
+             args.host)
     os.execvpe("vllm", vllm_command(args), {**os.environ, "VLLM_API_KEY": key})
 
 

@@ -13,9 +13,10 @@ if not os.environ.get("GSM8K_DIR") and SHARED_GSM8K.is_dir():
 # runs folder (COURSE_RUNS_DIR) each one makes; the project's own runs/ keeps it between sessions.
 os.environ.setdefault("COURSE_MODELS_DIR", str(ROOT / "runs" / "models"))
 # Training and the model servers use a fixed share of the cores: a 2-second CPU sample at a busy moment (another
-# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.backends.default_threads). With pytest-xdist
-# (`bash scripts/test.sh -n 2`, opt-in) each worker gets its share, for torch (OMP_NUM_THREADS, read when torch loads) and
-# for every llama.cpp server it starts: two servers spinning on the same cores fall under 1 token/s a slot.
+# test's clean-up) must not halve the speed of a whole notebook run (helpers.grpo.backends.default_threads). With
+# pytest-xdist (`bash scripts/test.sh -n 2`, opt-in) each worker gets its share, for torch (OMP_NUM_THREADS, read when
+# torch loads) and for every llama.cpp server it starts: two servers spinning on the same cores fall under 1 token/s a
+# slot.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 os.environ.setdefault("COURSE_THREADS", str(max(1, (os.cpu_count() or 1) // WORKERS)))
 if WORKERS > 1:

@@ -108,7 +108,8 @@ def probed_copy(path: Path, folder: Path) -> Path:
             "source": (f"# tests only: {name}'s solution and its check, in a copy of this kernel's names\n"
                        "__probe = dict(globals())\n"
                        f"for __source in {sources!r}:\n"
-                       f"    exec(compile(get_ipython().transform_cell(__source), '<solution {name}>', 'exec'), __probe)\n"
+                       f"    exec(compile(get_ipython().transform_cell(__source), '<solution {name}>', 'exec'), "
+                       "__probe)\n"
                        "del __probe, __source\n"),
         }))
     for check_index, probe in sorted(probes, key=lambda item: -item[0]):  # from the end: indexes stay valid

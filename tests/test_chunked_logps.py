@@ -79,7 +79,8 @@ def test_chunked_logps_under_bfloat16_are_as_close_to_float32_as_trl(model_and_b
     assert torch.allclose(logps, trl_logps, atol=0.05, rtol=0) and torch.allclose(entropies, trl_entropies, atol=0.05)
 
     def error(g: dict) -> float:  # the largest gradient error of any weight, relative to that weight's largest
-        return max((g[name] - ref).abs().max().item() / (ref.abs().max().item() or 1.0) for name, ref in reference.items())
+        return max((g[name] - ref).abs().max().item() / (ref.abs().max().item() or 1.0) for name,
+                   ref in reference.items())
 
     assert grads.keys() == reference.keys()
     assert error(grads) <= 1.25 * error(trl_grads) + 1e-3, (error(grads), error(trl_grads))

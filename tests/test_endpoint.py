@@ -93,7 +93,8 @@ def test_get_client_local(local_server, capsys, monkeypatch):
 STARTS_A_SERVER = {  # python code that starts each server (a child of that python process)
     "llama.cpp": "from helpers import get_client; get_client(quiet=True)",
     "transformers": ("from helpers.serving.gguf_convert import convert_gguf; "
-                     "from helpers.serving.hf_server import HFModelServer; HFModelServer(convert_gguf(quiet=True)).start()"),
+                     "from helpers.serving.hf_server import HFModelServer; "
+                     "HFModelServer(convert_gguf(quiet=True)).start()"),
 }
 CHILD_SCRIPTS = {"llama.cpp": "llama_child.py", "transformers": "hf_child.py"}
 
@@ -197,7 +198,8 @@ def _assert_refuses_web_pages_and_keyless_requests(server, model: str) -> None:
     key = {"Authorization": f"Bearer {server.api_key}"}
     assert _request(f"{root}/v1/models", {})[0] == 401
     assert _request(f"{root}/v1/chat/completions", {**json_type, **evil}, "POST", body)[0] in (401, 403)
-    assert _request(f"{root}/v1/chat/completions", {**json_type, "Authorization": "Bearer wrong"}, "POST", body)[0] == 401
+    assert _request(f"{root}/v1/chat/completions", {**json_type, "Authorization": "Bearer wrong"}, "POST",
+                    body)[0] == 401
     # A browser's preflight from another origin must not be allowed to go on.
     status, headers = _request(f"{root}/v1/chat/completions", {
         **evil, "Access-Control-Request-Method": "POST",

@@ -15,7 +15,8 @@ from helpers import build_gsm8k_env, load_gsm8k
 
 def score(rubric, text, answer):
     completion = [{"role": "assistant", "content": text}]
-    result = asyncio.run(rubric.score_rollout(prompt=[], completion=completion, answer=answer, state={"timing": {"total_ms": 0.0}}))
+    result = asyncio.run(rubric.score_rollout(prompt=[], completion=completion, answer=answer,
+                                              state={"timing": {"total_ms": 0.0}}))
     return result.metrics
 
 

@@ -79,7 +79,8 @@ def test_every_check_belongs_to_an_exercise():
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.stem)
 def test_with_the_solutions_every_check_says_correct(path, tmp_path, monkeypatch, uninstall_learner_module):
     if path.stem in OWN_ENVIRONMENT:
-        pytest.skip(f"{path.stem} runs with its solutions in its own environment (tests/test_notebook_{path.name[:2]}.py)")
+        pytest.skip(f"{path.stem} runs with its solutions in its own environment "
+                    f"(tests/test_notebook_{path.name[:2]}.py)")
     if path.stem in PROBED:
         pytest.skip(f"{path.stem} runs once, with a solution probe after each check ({PROBED[path.stem]})")
     if path.stem in READS_RESULTS_ONLY:
@@ -146,7 +147,8 @@ def _score_text(mistake=None):
             answer = "18"
         if mistake == "int()":
             answer = str(int(answer))
-        call = rubric.score_rollout(prompt=[], completion=completion, answer=answer, state={"timing": {"total_ms": 0.0}})
+        call = rubric.score_rollout(prompt=[], completion=completion, answer=answer,
+                                    state={"timing": {"total_ms": 0.0}})
         if mistake == "not awaited":
             return call
         score = await call
@@ -212,13 +214,15 @@ def _boxed(kind):
             found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
             return float(bool(found) and canonical_number(found[0]) == canonical_number(answer))
         if kind == "any box":
-            return float(any(canonical_number(b) == canonical_number(answer) for b in re.findall(r"\\boxed\{([^{}]*)\}", reply)))
+            return float(any(canonical_number(b) == canonical_number(answer) for b in re.findall(r"\\boxed\{([^{}]*)\}",
+                                                                                                 reply)))
         if kind == "substring":
             found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
             return float(bool(found) and answer in found[-1].replace(",", ""))
         if kind == "flat regex":
             found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
-            return float(bool(found) and found[-1].strip() != "" and canonical_number(found[-1]) == canonical_number(answer))
+            return float(bool(found) and found[-1].strip() != ""
+                         and canonical_number(found[-1]) == canonical_number(answer))
         if kind == "no box check":
             inside = canonical_number(extract_boxed_answer(reply))
             return float(bool(inside) and inside == canonical_number(answer))
@@ -231,7 +235,8 @@ def _boxed(kind):
             return float("\\boxed{" in reply and canonical_number(extract_boxed_answer(reply)) == answer)
         if kind == "digits only":
             found = re.search(r"\d+(?:\.\d+)?", extract_boxed_answer(reply).replace(",", ""))
-            return float("\\boxed{" in reply and bool(found) and canonical_number(found.group()) == canonical_number(answer))
+            return float("\\boxed{" in reply and bool(found)
+                         and canonical_number(found.group()) == canonical_number(answer))
         if kind == "digits on both sides":  # the sign dropped: a boxed 10 for a gold of -10
             inside = re.search(r"\d[\d,.]*", extract_boxed_answer(reply)) if "\\boxed{" in reply else None
             return float(bool(inside) and canonical_number(inside.group()) == canonical_number(answer.lstrip("-")))
@@ -346,7 +351,8 @@ def _right_line(kind):
         if kind == "the first message":
             first = completion[0]["content"]
             found = extract_hash_answer(first)
-            return float(first.count("####") == 1 and bool(found) and canonical_number(found) == canonical_number(answer))
+            return float(first.count("####") == 1 and bool(found)
+                         and canonical_number(found) == canonical_number(answer))
         raise ValueError(kind)
     return right_answer_line
 
@@ -648,7 +654,8 @@ def _env_response(kind):
             return [{"role": "user", "content": f"Not yet: {parsed} is {'higher' if high else 'lower'} than the "
                      "answer. Try again."}], state
         if kind == "a copy of the state":  # also right: the rollout goes on with the state returned
-            return [{"role": "user", "content": "Correct." if right else "Not yet, try again."}], {**state, "solved": right}
+            return [{"role": "user", "content": "Correct." if right else "Not yet, try again."}], {**state,
+                                                                                                   "solved": right}
         reply = [{"role": "assistant" if kind == "assistant reply" else "user",
                   "content": "Correct." if right else "Not yet, try again."}]
         if kind == "new state":
@@ -740,17 +747,20 @@ def _table():
             ("correct_answer left out", _think_rubric(with_correct=False, weights=(1.0,)), "keep the weights"),
             ("not a rubric", [fixed], "build a vf.Rubric"),
             ("the weights on the other functions", _repaired("functions swapped"), "keep the weights"),
-            ("a correct_answer of one's own, on the text", _repaired("own correct_answer"), "notebook's correct_answer"),
+            ("a correct_answer of one's own, on the text", _repaired("own correct_answer"),
+             "notebook's correct_answer"),
         ]),
         "01-score-rollout": (_score_text(), _score_text_blank, [
             ("not awaited", _score_text("not awaited"), "await"),
-            ("the notebook's rubric, not the one given", _score_text("the notebook's rubric"), "use the rubric you are given"),
+            ("the notebook's rubric, not the one given", _score_text("the notebook's rubric"),
+             "use the rubric you are given"),
             ("a fixed answer", _score_text("fixed answer"), "pass the gold answer"),
             ("the reply as a string", _score_text("a string"), "list of messages"),
             ("only the reward", _score_text("only the reward"), "RolloutScore"),
             ("not a coroutine function", lambda rubric, text, answer: None, "async def"),
             ("the gold answer through int()", _score_text("int()"), "with a comma"),
-            ("the course's own score_text imported", _course("helpers.eval_views", "score_text"), "needs your own code"),
+            ("the course's own score_text imported", _course("helpers.eval_views", "score_text"),
+             "needs your own code"),
         ]),
         "01-signal-share": (_signal_share("right"), lambda rollouts: float("nan"), [
             ("share of rewarded rollouts", _signal_share("rewarded rollouts"), "group"),
@@ -793,7 +803,8 @@ def _table():
             ("the rewards themselves", [1.5, 0.5, 0.0, 0.5], "add up to 0"),
             ("three numbers", [1.0, 0.0, -1.0], "one advantage per completion"),
         ]),
-        "02-no-signal": ({"frac_reward_zero_std": 1.0, "grad_norm": 0.0}, {"frac_reward_zero_std": 0.5, "grad_norm": 1.0}, [
+        "02-no-signal": ({"frac_reward_zero_std": 1.0, "grad_norm": 0.0},
+                         {"frac_reward_zero_std": 0.5, "grad_norm": 1.0}, [
             ("no group has equal rewards", {"frac_reward_zero_std": 0.0, "grad_norm": 0.0}, "what share of the groups"),
             ("a gradient anyway", {"frac_reward_zero_std": 1.0, "grad_norm": 1.0}, "advantage is 0"),
             ("one key missing", {"frac_reward_zero_std": 1.0}, "two keys"),
@@ -825,7 +836,8 @@ def _table():
             ("int() of the numbers: 18.5 taken for 18", _last_number("int() of the numbers"), "other decimals"),
             ("zeros stripped: '100.' taken for 10", _last_number("zeros stripped"), "zeros stripped"),
             ("the first message of several read", _last_number("the first message"), "LAST turn"),
-            ("the course's own reference imported", _course("word_arithmetic", "last_number_right"), "needs your own code"),
+            ("the course's own reference imported", _course("word_arithmetic", "last_number_right"),
+             "needs your own code"),
         ]),
         "02-close-the-hack": (_right_line("right"), _right_line("one_answer_line"), [
             ("the earlier one_answer_line: pays without being right", _right_line("one_answer_line"),
@@ -834,12 +846,14 @@ def _table():
             ("the '####' answer right, markers not counted", _right_line("right anywhere"), "only ONE '####'"),
             ("the last number, '####' or not", _right_line("last number"), "no '####' line earns 0"),
             ("'####' lines counted, not markers", _right_line("lines"), "count the '####' markers"),
-            ("the answer line must end with the number", _right_line("only the number on the line"), "followed by a unit"),
+            ("the answer line must end with the number", _right_line("only the number on the line"),
+             "followed by a unit"),
             ("the raw text compared", _right_line("raw text"), "canonical_number makes it a plain number"),
             ("a digits-only pattern", _right_line("digits only"), "after a dollar sign"),
             ("int() of the numbers", _right_line("int()"), "other decimals"),
             ("the first message of several read", _right_line("the first message"), "LAST turn"),
-            ("the course's own reference imported", _course("word_arithmetic", "right_answer_line"), "needs your own code"),
+            ("the course's own reference imported", _course("word_arithmetic", "right_answer_line"),
+             "needs your own code"),
         ]),
         "02-grpo-loss": (_loss("right"), _loss("blank"), [
             ("the mean over completions (TRL's 'grpo' loss)", _loss("mean over completions"), "mean over completions"),
@@ -896,10 +910,12 @@ def _table():
             ("the state lost between turns", _env_response("new state"), "the state lost"),
             ("the reply as the assistant", _env_response("assistant reply"), "role 'user'"),
             ("a plain def", lambda self, messages, state, **kwargs: ([], state), "async def"),
-            ("super(): it reached the course's FeedbackEnv", _env_response("super()"), "(a list of messages, the state)"),
+            ("super(): it reached the course's FeedbackEnv", _env_response("super()"),
+             "(a list of messages, the state)"),
             ("self.hints: only the course's FeedbackEnv has it", _env_response("self.hints"), "and nothing more"),
             ("the first '####' read", _env_response("the first '####'"), "its LAST '####'"),
-            ("digits and commas only: '#### 18.5' read as 18", _env_response("digits and commas"), "compare the NUMBERS"),
+            ("digits and commas only: '#### 18.5' read as 18", _env_response("digits and commas"),
+             "compare the NUMBERS"),
             ("the model's turn found by counting messages", _env_response("turn found by counting"),
              "parse the model's last turn"),
             ("the last message holding '####' read", _env_response("the last message with '####'"),

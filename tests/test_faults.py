@@ -711,7 +711,8 @@ def test_the_interrupt_button_stops_an_evaluation_and_a_check(what, local_server
         while reply["parent_header"].get("msg_id") != msg_id:  # a late reply to start_new_kernel's kernel_info
             reply = client.get_shell_msg(timeout=60)
         stopped_s = time.monotonic() - interrupted
-        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        content = reply["content"]
+        assert content["status"] == "error" and content["ename"] == "KeyboardInterrupt", content
         # an evaluation's server, still writing the abandoned replies, is restarted (a few seconds)
         assert stopped_s < (30 if what == "evaluation" else 15), f"the {what} took {stopped_s:.0f} s to stop"
         # The cell ends once its worker has (the evaluation's requests are cancelled, code that never awaits is

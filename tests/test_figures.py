@@ -24,7 +24,8 @@ GUIDE = "INSTRUCTOR_GUIDE.md"
 INSTALL_DOC = "docs/install.md"  # what the two commands install, and how long they take (from the README)
 BENCHMARKS_DOC = "docs/benchmarks.md"  # where GRPO runs, the benchmark scripts (from the README)
 OFFLINE_DOC = "docs/offline-install.md"  # the wheelhouse, Binder (from the guide)
-ROOM_DOC = "docs/workshop-room.md"  # one model server and one hub for a room, laptops that are not Linux (from the guide)
+# one model server and one hub for a room, laptops that are not Linux (from the guide)
+ROOM_DOC = "docs/workshop-room.md"
 SIZING_DOC = "docs/sizing.md"  # how many learners one machine holds (from the guide)
 DESIGN_DOC = "docs/design-history.md"  # notebook 02's design: the committed runs (from the guide)
 ONE_HOUR_DOC = "docs/one-hour-slot.md"  # a 1-hour slot's parameters (from the guide)
@@ -69,28 +70,34 @@ CLAIMS = [
     Claim(INSTALL_DOC, r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
           lambda d: d["wall_minutes"], 0.05),
     Claim(INSTALL_DOC, r"the whole suite ([\d.]+), and", "tests-2026-12-05.json", lambda d: d["wall_minutes"], 0.05),
-    Claim(INSTALL_DOC, r"and ([\d.]+) from a fresh clone", "tests-fresh-xeon-2026-12-06.json", lambda d: d["wall_minutes"], 0.05),
+    Claim(INSTALL_DOC, r"and ([\d.]+) from a fresh clone", "tests-fresh-xeon-2026-12-06.json",
+          lambda d: d["wall_minutes"], 0.05),
     Claim(INSTALL_DOC, r"pytest (\d+) s of it, on an Intel Xeon", "tests-fresh-xeon-2026-12-06.json",
           lambda d: d["pytest_seconds"], 0.5),
     Claim(INSTALL_DOC, r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
           lambda d: d["wall_minutes"], 0.05),
     # the rule for torch threads (helpers/grpo/backends.py)
     Claim("helpers/grpo/backends.py", r"idle, 2 threads ([\d.]+) s", THREADS, case(busy_processes=0, threads=2), 0.005),
-    Claim("helpers/grpo/backends.py", r"idle, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS, case(busy_processes=0, threads=1), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads ([\d.]+) s", THREADS, case(busy_processes=1, threads=2), 0.005),
+    Claim("helpers/grpo/backends.py", r"idle, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
+          case(busy_processes=0, threads=1), 0.005),
+    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads ([\d.]+) s", THREADS,
+          case(busy_processes=1, threads=2), 0.005),
     Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
           case(busy_processes=1, threads=1), 0.005),
     Claim("helpers/grpo/backends.py", r"beside 2, ([\d.]+) s", THREADS, case(busy_processes=2, threads=2), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 2, [\d.]+ s and ([\d.]+) s", THREADS, case(busy_processes=2, threads=1), 0.005),
+    Claim("helpers/grpo/backends.py", r"beside 2, [\d.]+ s and ([\d.]+) s", THREADS, case(busy_processes=2, threads=1),
+          0.005),
     # float32 on the CPU (helpers/grpo/backends.py)
     Claim("helpers/grpo/backends.py", r"1 x 330 tokens: ([\d.]+) s instead of", "update-batch1-2026-12-03.json",
           case(bf16=True), 0.05),
-    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s", "update-batch1-2026-12-03.json",
+    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s",
+          "update-batch1-2026-12-03.json",
           case(bf16=False, gradient_checkpointing=True), 0.05),
     # notebook 02's CI parameters (tests/test_notebook_02.py)
     Claim("tests/test_notebook_02.py", r"a share of ([\d.]+) of the groups had equal rewards",
           "learnability-arith-short-bf16-2026-12-05.json",
-          lambda d: sum(v := [s["frac_reward_zero_std"] for r in d["runs"] for s in r["training"]["per_step"][:2]]) / len(v),
+          lambda d: sum(v := [s["frac_reward_zero_std"] for r in d["runs"]
+                              for s in r["training"]["per_step"][:2]]) / len(v),
           0.0005),
 ]
 
@@ -103,7 +110,8 @@ def test_every_stated_figure_matches_its_result_file(claim):
     assert found, f"{claim.stated_in} no longer states this figure (/{claim.pattern}/): update the registry"
     stated = float(found.group(1).replace("−", "-").replace(",", ""))  # 1,600 is 1600
     actual = claim.value(json.loads((RESULTS / claim.result).read_text()))
-    assert abs(stated - actual) <= claim.tolerance + 1e-9, f"{claim.stated_in} says {stated}, {claim.result} says {actual}"
+    assert abs(stated - actual) <= claim.tolerance + 1e-9, \
+        f"{claim.stated_in} says {stated}, {claim.result} says {actual}"
 
 
 def test_every_result_file_records_the_cpu_it_ran_on():
@@ -143,10 +151,12 @@ def endpoint_run(key: str, **match) -> Callable[[dict], float]:
 
 FIGURES = [
     # the README's notebook table and the cpu backend's row
-    Claim(README, r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
+    Claim(README,
+          r"\| CPU \| ([\d.]+) — \[notebooks-2026-12-03\]\(benchmarks/results/notebooks-2026-12-03.json\) \|\n\| `01",
           NB, notebook_minutes("00_setup"), 0.05),
     Claim(README, r"a reward of your own \| CPU \| ([\d.]+) —", NB, notebook_minutes("01_traced_gsm8k_eval"), 0.05),
-    Claim(README, r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+), measured before", NB, notebook_minutes("03_multiturn_and_tools"), 0.05),
+    Claim(README, r"\| CPU \(training: 2\+ GPUs\) \| ([\d.]+), measured before", NB,
+          notebook_minutes("03_multiturn_and_tools"), 0.05),
     Claim(README, r"\| ([\d.]+) at load average \d+ on 2 busy cores", NB04, notebook_minutes("04_verifiers_v1"), 0.05),
     Claim(README, r"\| [\d.]+ at load average (\d+) on 2 busy cores", NB04, lambda d: d["load_avg_before"][0], 0.5),
     Claim(README, r"`\.venv-v1`, ([\d.]+) GB, [\d.]+ min\)", NB04, lambda d: d["v1_env"]["size_mb"] / 1024, 0.05),
@@ -155,7 +165,8 @@ FIGURES = [
           endpoint_run("one_stream_tokens_per_s", poll=0), 0.5),
     Claim(INSTALL_DOC, r"The first time takes about (\d+) minutes on\s+2 cores", INSTALL,
           lambda d: d["fresh_install"]["minutes"], 0.5),
-    Claim(INSTALL_DOC, r"makes a ([\d.]+) GB `\.venv`", INSTALL, lambda d: d["fresh_install"]["venv_bytes"] / 1e9, 0.05),
+    Claim(INSTALL_DOC, r"makes a ([\d.]+) GB `\.venv`", INSTALL, lambda d: d["fresh_install"]["venv_bytes"] / 1e9,
+          0.05),
     Claim(INSTALL_DOC, r"CPU\s+stack \((\d+), dependencies included\)", INSTALL,
           lambda d: d["locks"]["requirements.lock"]["packages"], 0),
     Claim(INSTALL_DOC, r"at load average ([\d.]+),\s+pip reading", INSTALL, lambda d: d["load_avg_before"][0], 0.05),
@@ -166,8 +177,10 @@ FIGURES = [
     # notebook 02's and 04's headers
     Claim("notebooks/04_verifiers_v1.ipynb", r"With the defaults it took ([\d.]+) minutes on a \*\*busy\*\*", NB04,
           notebook_minutes("04_verifiers_v1"), 0.05),
-    Claim("notebooks/04_verifiers_v1.ipynb", r"\(load average ([\d.]+) before", NB04, lambda d: d["load_avg_before"][0], 0.05),
-    Claim("notebooks/04_verifiers_v1.ipynb", r"before and ([\d.]+) after, on 2 cores\)", NB04, lambda d: d["load_avg_after"][0], 0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"\(load average ([\d.]+) before", NB04, lambda d: d["load_avg_before"][0],
+          0.05),
+    Claim("notebooks/04_verifiers_v1.ipynb", r"before and ([\d.]+) after, on 2 cores\)", NB04,
+          lambda d: d["load_avg_after"][0], 0.05),
     Claim("notebooks/04_verifiers_v1.ipynb", r"on 2 cores\), ([\d.]+) of them in section 4", NB04,
           section_minutes("04_verifiers_v1", "4. Run it with verifiers' own runner"), 0.05),
     Claim("notebooks/04_verifiers_v1.ipynb", r"`\.venv-v1` \((\d+) MB", NB04, lambda d: d["v1_env"]["size_mb"], 0),
@@ -266,7 +279,8 @@ E2E_FP32 = "notebooks-02-precision-float32-max_steps-6-hack_steps-2-2026-12-06.j
 
 def whole_peak(data: dict) -> float:
     """Notebook 02's peak resident memory, kernel and servers read together, in a bench_notebooks file."""
-    return next(n["peak_kernel_and_servers_gb"] for n in data["notebooks"] if n["notebook"] == "02_traced_grpo_training")
+    return next(n["peak_kernel_and_servers_gb"] for n in data["notebooks"]
+                if n["notebook"] == "02_traced_grpo_training")
 
 
 
@@ -281,7 +295,8 @@ def e2e_held_out(kind: str, key: str, share: str = "right number (last in the re
 
 
 SCREEN = "screen-2026-12-05.json"
-BF16, LAST, CORRECT = ("learnability-arith-short-bf16-2026-12-05.json", "learnability-arith-short-last-number-2026-12-05.json",
+BF16, LAST, CORRECT = ("learnability-arith-short-bf16-2026-12-05.json",
+                       "learnability-arith-short-last-number-2026-12-05.json",
                        "learnability-arith-short-correct-2026-12-05.json")
 TIMING = "learnability-timing-2026-12-05.json"
 B36, CAP32 = "learnability-arith-short-bf16-36-2026-12-05.json", "learnability-arith-short-bf16-cap32-2026-12-05.json"
@@ -306,14 +321,19 @@ def screen(task: str, *path) -> Callable[[dict], float]:
 
 
 CLAIMS += [
-    Claim(NB05, r"the greedy reply holds the right number (\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(NB05, r"among 8 samples at least\s+one is right for (\d+)% of the problems", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
-    Claim(NB05, r"a gap of (\d+) points for GRPO", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"), 0.5),
+    Claim(NB05, r"the greedy reply holds the right number (\d+)% of the time", SCREEN,
+          screen("arith-1step-20", "greedy", "lenient"), 0.5),
+    Claim(NB05, r"among 8 samples at least\s+one is right for (\d+)% of the problems", SCREEN,
+          screen("arith-1step-20", "sampled_t0.9", "pass8_lenient"), 0.5),
+    Claim(NB05, r"a gap of (\d+) points for GRPO", SCREEN, screen("arith-1step-20", "gap_at_training_temperature"),
+          0.5),
     Claim(NB05, r"keeps that \(greedy (\d+)%", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
-    Claim(NB05, r"keeps that \(greedy \d+%, pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB05, r"keeps that \(greedy \d+%, pass@1 (\d+)%", SCREEN,
+          screen("arith-1step-20-short", "sampled_t0.9", "pass1_lenient"), 0.5),
     Claim(NB05, r"keeps that \(greedy \d+%, pass@1 \d+%, pass@8 (\d+)%\)", SCREEN,
           screen("arith-1step-20-short", "sampled_t0.9", "pass8_lenient"), 0.5),
-    Claim(NB05, r"both rise \(pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient"), 0.5),
+    Claim(NB05, r"both rise \(pass@1 (\d+)%", SCREEN, screen("arith-1step-20-short", "sampled_t0.6", "pass1_lenient"),
+          0.5),
     Claim(NB05, r"both rise \(pass@1 \d+%, pass@8 (\d+)%\): the task", SCREEN,
           screen("arith-1step-20-short", "sampled_t0.6", "pass8_lenient"), 0.5),
     Claim(NB05, r"almost never writes the right number\s+\(pass@8 (\d+)%\)", SCREEN,
@@ -331,29 +351,37 @@ CLAIMS += [
 CLAIMS += [
     # notebook 02's header: notebook 02 end to end, in workshop order (bench_notebooks.py 01 02 --solved); the
     # appendix (notebook 05): the first attempt
-    Claim(NB02, r"bfloat16 on 2 AMD EPYC cores: (\d+) minutes end to end after notebook 01", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
+    Claim(NB02, r"bfloat16 on 2 AMD EPYC cores: (\d+) minutes end to end after notebook 01", E2E,
+          notebook_minutes("02_traced_grpo_training"), 0.5),
     Claim(NB02, r"after notebook 01, (\d+) of them training", E2E, e2e("train_minutes"), 0.5),
     Claim(NB02, r"\((\d+) steps, ~\d+ s/step,", E2E, e2e("steps"), 0),
     Claim(NB05, r"\((\d+) seeds; 95% interval −", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
     Claim(NB05, r"seeds; 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB05, r"seeds; 95% interval −?[\d.]+ to\s+\+?([\d.]+) points", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB05, r"seeds; 95% interval −?[\d.]+ to\s+\+?([\d.]+) points", ARITH,
+          summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
 ]
 
 
 CLAIMS += [
     Claim(DESIGN_DOC, r"the `####` format rose from ([\d.]+)% to", ARITH, summary("base_format"), 0.05),
-    Claim(DESIGN_DOC, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH, summary("after_format"), 0.05),
+    Claim(DESIGN_DOC, r"the `####` format rose from [\d.]+% to ([\d.]+)% of completions", ARITH,
+          summary("after_format"), 0.05),
     Claim(DESIGN_DOC, r"two or more `####`\s+lines from ([\d.]+)% to", ARITH, summary("base_multi_hash"), 0.05),
-    Claim(DESIGN_DOC, r"two or more `####`\s+lines from [\d.]+% to ([\d.]+)%", ARITH, summary("after_multi_hash"), 0.05),
+    Claim(DESIGN_DOC, r"two or more `####`\s+lines from [\d.]+% to ([\d.]+)%", ARITH, summary("after_multi_hash"),
+          0.05),
     Claim(DESIGN_DOC, r"stayed where it was \(([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
     Claim(DESIGN_DOC, r"stayed where it was \([\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
     Claim(DESIGN_DOC, r"a difference of\s+(−?[\d.]+) points", ARITH, summary("diff_strict", 100, "mean"), 0.05),
-    Claim(DESIGN_DOC, r"points, 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0), 0.05),
-    Claim(DESIGN_DOC, r"points, 95% interval −?[\d.]+ to \+?([\d.]+)\)", ARITH, summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"points, 95% interval (−?[\d.]+) to", ARITH, summary("diff_strict", 100, "bootstrap_95", 0),
+          0.05),
+    Claim(DESIGN_DOC, r"points, 95% interval −?[\d.]+ to \+?([\d.]+)\)", ARITH,
+          summary("diff_strict", 100, "bootstrap_95", 1), 0.05),
     Claim(DESIGN_DOC, r"lenient accuracy went ([\d.]+)% →", ARITH, summary("base_lenient"), 0.05),
     Claim(DESIGN_DOC, r"lenient accuracy went [\d.]+% → ([\d.]+)%", ARITH, summary("after_lenient"), 0.05),
-    Claim(DESIGN_DOC, r"\(interval (−?[\d.]+) to \+?[\d.]+:\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(DESIGN_DOC, r"\(interval −?[\d.]+ to \+?([\d.]+):\s+not significant", ARITH, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"\(interval (−?[\d.]+) to \+?[\d.]+:\s+not significant", ARITH,
+          summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(DESIGN_DOC, r"\(interval −?[\d.]+ to \+?([\d.]+):\s+not significant", ARITH,
+          summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
     Claim(DESIGN_DOC, r"lines stayed at (\d+)% →", HACK, hack("hash_format", "base_multi_hash"), 0.5),
     Claim(DESIGN_DOC, r"lines stayed at \d+% → (\d+)%", HACK, hack("hash_format", "after_multi_hash"), 0.5),
     Claim(DESIGN_DOC, r"cut at the token cap\s+(\d+)% →", HACK, hack("hash_format", "base_cut"), 0.5),
@@ -362,31 +390,43 @@ CLAIMS += [
     Claim(DESIGN_DOC, r"and the format \(\d+% → (\d+)%\)", HACK, hack("hash_format", "after_format"), 0.5),
     Claim(DESIGN_DOC, r"correct answers (\d+)% →", HACK, hack("hash_format", "base_strict"), 0.5),
     Claim(DESIGN_DOC, r"correct answers \d+% → (\d+)%", HACK, hack("hash_format", "after_strict"), 0.5),
-    Claim(DESIGN_DOC, r"format term, two or more `####` lines went (\d+)% →", HACK, hack("one_answer_line", "base_multi_hash"), 0.5),
-    Claim(DESIGN_DOC, r"format term, two or more `####` lines went \d+% → (\d+)%", HACK, hack("one_answer_line", "after_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"format term, two or more `####` lines went (\d+)% →", HACK,
+          hack("one_answer_line", "base_multi_hash"), 0.5),
+    Claim(DESIGN_DOC, r"format term, two or more `####` lines went \d+% → (\d+)%", HACK,
+          hack("one_answer_line", "after_multi_hash"), 0.5),
     Claim(DESIGN_DOC, r"40 steps,\s+(\d+) seeds", ARITH, lambda d: len(d["summary"]["seeds"]), 0),
     Claim(DESIGN_DOC, r"with the reward correct \+ 0.5 × any `#### <number>` line, on (\d+) held-out", ARITH,
           lambda d: d["base"]["n"], 0),
-    Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100), 0.05),
+    Claim(NB03, r"wrote a call in\s+([\d.]+)% of the rollouts", TOOLS, tool_row(NO_GRAMMAR, "tool-call rate", 100),
+          0.05),
     Claim(NB03, r"of the rollouts, (\d+) calls, of which", TOOLS, tool_row(NO_GRAMMAR, "tool calls"), 0),
-    Claim(NB03, r"calls, of which (\d+)% had a valid expression", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate", 100), 0.5),
-    Claim(NB03, r"valid expression \(95% interval (\d+)–", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
-    Claim(NB03, r"valid expression \(95% interval \d+–(\d+)%", TOOLS, tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
+    Claim(NB03, r"calls, of which (\d+)% had a valid expression", TOOLS,
+          tool_row(NO_GRAMMAR, "valid-argument rate", 100), 0.5),
+    Claim(NB03, r"valid expression \(95% interval (\d+)–", TOOLS,
+          tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
+    Claim(NB03, r"valid expression \(95% interval \d+–(\d+)%", TOOLS,
+          tool_row(NO_GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
     Claim(NB03, r"few rollouts call at all \((\d+)%\)", TOOLS, tool_row("JSON reply", "tool-call rate", 100), 0.5),
     Claim(NB03, r"every rollout calls \((\d+)%, ", TOOLS, tool_row(GRAMMAR, "tool-call rate", 100), 0),
     Claim(NB03, r"every rollout calls \(\d+%, (\d+) calls\)", TOOLS, tool_row(GRAMMAR, "tool calls"), 0),
-    Claim(NB03, r"than without the grammar: (\d+)% \(interval", TOOLS, tool_row(GRAMMAR, "valid-argument rate", 100), 0.5),
-    Claim(NB03, r"than without the grammar: \d+% \(interval (\d+)–", TOOLS, tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
-    Claim(NB03, r"than without the grammar: \d+% \(interval \d+–(\d+)%", TOOLS, tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
+    Claim(NB03, r"than without the grammar: (\d+)% \(interval", TOOLS, tool_row(GRAMMAR, "valid-argument rate", 100),
+          0.5),
+    Claim(NB03, r"than without the grammar: \d+% \(interval (\d+)–", TOOLS,
+          tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 0), 0.5),
+    Claim(NB03, r"than without the grammar: \d+% \(interval \d+–(\d+)%", TOOLS,
+          tool_row(GRAMMAR, "valid-argument rate 95% CI", 100, 1), 0.5),
     Claim(NB03, r"call \((\d+) of 40 against", TOOLS, tool_row(GRAMMAR, "rollouts with a valid call"), 0),
     Claim(NB03, r"call \(\d+ of 40 against (\d+)\)", TOOLS, tool_row(NO_GRAMMAR, "rollouts with a valid call"), 0),
     Claim(NB03, r"calculator's characters\): ([\d.]+)% of the calls valid", TOOLS,
           tool_row("JSON reply, strict form", "valid-argument rate", 100), 0.05),
-    Claim(NB03, r"the `####` format \((\d+)% of final replies", TOOLS, tool_row("+ worked example", "'####' format", 100), 0.5),
+    Claim(NB03, r"the `####` format \((\d+)% of final replies", TOOLS,
+          tool_row("+ worked example", "'####' format", 100), 0.5),
     Claim(NB03, r"format \(\d+% of final replies, against (\d+)–\d+% otherwise", TOOLS,
-          lambda d: 100 * min(r["'####' format"] for r in d["earlier setups"] if r["setup"] != "+ worked example"), 0.5),
+          lambda d: 100 * min(r["'####' format"] for r in d["earlier setups"]
+                              if r["setup"] != "+ worked example"), 0.5),
     Claim(NB03, r"format \(\d+% of final replies, against \d+–(\d+)% otherwise", TOOLS,
-          lambda d: 100 * max(r["'####' format"] for r in d["earlier setups"] if r["setup"] != "+ worked example"), 0.5),
+          lambda d: 100 * max(r["'####' format"] for r in d["earlier setups"]
+                              if r["setup"] != "+ worked example"), 0.5),
     Claim(NB03, r"0 of (\d+) rollouts each \(95% interval", TOOLS, lambda d: d["num_examples"], 0),
     Claim(NB03, r"0 of \d+ rollouts each \(95% interval 0–([\d.]+)%\)", TOOLS,
           tool_row("no tool", "tool-call rate 95% CI", 100, 1), 0.05),
@@ -488,7 +528,8 @@ def _reward_after_training(plan: dict) -> None:
 
 def _an_exercise_while_training(plan: dict) -> None:
     next(r for r in plan["session"]["rows"] if r.get("row") == "8")["exercises"] = ["02-no-signal"]
-    next(r for r in plan["session"]["rows"] if r.get("row") == "exercises")["exercises"] = ["02-reward-adapter", "02-group-advantages"]
+    next(r for r in plan["session"]["rows"] if r.get("row") == "exercises")["exercises"] = ["02-reward-adapter",
+                                                                                            "02-group-advantages"]
 
 
 def _a_section_not_taken_home(plan: dict) -> None:
@@ -498,7 +539,8 @@ def _a_section_not_taken_home(plan: dict) -> None:
 BROKEN_PLANS = [
     ("the session sums to 151", _sum_151, "The 150-minute session: it sums to 151 minutes, more than its 150"),
     ("training starts at minute 46", _training_at_46, "starts at minute 46, later than minute 45"),
-    ("a section counted twice", _a_section_twice, "section '4. The parser trap' of 01_traced_gsm8k_eval is counted twice"),
+    ("a section counted twice", _a_section_twice,
+     "section '4. The parser trap' of 01_traced_gsm8k_eval is counted twice"),
     ("the variant sums to 181", _variant_181, "The 3-hour variant: it sums to 181 minutes, more than its 180"),
     ("the reward exercise after training", _reward_after_training,
      "the exercise '02-last-number' is not done before the training"),
@@ -532,7 +574,8 @@ def one_hour_parameters() -> dict[str, dict]:
     guide = (ROOT / ONE_HOUR_DOC).read_text()
     table = guide[guide.index("| notebook | 1-hour parameters |"):].split("\n\n")[0]
     rows = re.findall(r"^\| `(\d\d)_\w+` \| ([^|]*) \|", table, flags=re.MULTILINE)
-    return {number: {k: ast.literal_eval(v) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)} for number, cell in rows}
+    return {number: {k: ast.literal_eval(v) for k, v in re.findall(r"`(\w+) = ([^`]+)`", cell)} for number,
+            cell in rows}
 
 
 def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_section():
@@ -546,7 +589,8 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
     from helpers.parameters import NOTEBOOK_PARAMETERS, problems
 
     found = one_hour_parameters()
-    reads_results_only = {"05"}  # notebook 02's appendix: it runs in seconds whatever the slot (tests/test_notebook_05.py)
+    # notebook 02's appendix: it runs in seconds whatever the slot (tests/test_notebook_05.py)
+    reads_results_only = {"05"}
     assert sorted(found) == sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
                                    if p.name[:2] not in reads_results_only)
     ci = {"01": NOTEBOOK_01_CI, "02": CI_02, "03": CI_03, "04": CI_04}
@@ -557,7 +601,8 @@ def test_the_guides_1_hour_path_covers_every_notebook_and_reaches_the_last_secti
             assert not problems(parameters, {k: rules[k] for k in parameters}), problems(parameters, rules)
         for name, value in parameters.items():
             assert name in ci.get(number, {}), f"notebook {number}'s tests do not run a smaller {name}"
-            assert ci[number][name] <= value, f"notebook {number}: the tests run {name}={ci[number][name]}, not <= {value}"
+            assert ci[number][name] <= value, \
+                f"notebook {number}: the tests run {name}={ci[number][name]}, not <= {value}"
 
 
 def batch_share(seeds, steps: slice, pick=min) -> Callable[[dict], float]:
@@ -571,35 +616,44 @@ def batch_share(seeds, steps: slice, pick=min) -> Callable[[dict], float]:
 
 # the guide's 1-hour path for notebook 02: what 20 steps of its design did in the training batches
 CLAIMS += [
-    Claim(ONE_HOUR_DOC, r"right answers went from ([\d.]+)–[\d.]+ \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5)), 0.005),
-    Claim(ONE_HOUR_DOC, r"right answers went from [\d.]+–([\d.]+) \(steps 1–5\)", B36, batch_share((0, 1, 2), slice(0, 5), max), 0.005),
+    Claim(ONE_HOUR_DOC, r"right answers went from ([\d.]+)–[\d.]+ \(steps 1–5\)", B36,
+          batch_share((0, 1, 2), slice(0, 5)), 0.005),
+    Claim(ONE_HOUR_DOC, r"right answers went from [\d.]+–([\d.]+) \(steps 1–5\)", B36,
+          batch_share((0, 1, 2), slice(0, 5), max), 0.005),
     Claim(ONE_HOUR_DOC, r"to ([\d.]+)–[\d.]+ by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20)), 0.005),
     Claim(ONE_HOUR_DOC, r"to [\d.]+–([\d.]+) by\s+steps 16–20", B36, batch_share((0, 1, 2), slice(15, 20), max), 0.005),
     Claim(ONE_HOUR_DOC, r"against ([\d.]+)–[\d.]+ over its last 5", B36, batch_share((0, 1, 2), slice(31, 36)), 0.005),
-    Claim(ONE_HOUR_DOC, r"against [\d.]+–([\d.]+) over its last 5", B36, batch_share((0, 1, 2), slice(31, 36), max), 0.005),
+    Claim(ONE_HOUR_DOC, r"against [\d.]+–([\d.]+) over its last 5", B36, batch_share((0, 1, 2), slice(31, 36), max),
+          0.005),
 ]
 
 # notebook 02: why this task (cell 0, section 2), what the design that learned also taught (section 11), the hack
 # where it reproduced and where it did not (section 12)
 SHORT_T06 = ("arith-1step-20-short", "sampled_t0.6")
 CLAIMS += [
-    Claim(NB02, r"at least one of 8 samples is right for (\d+)% of the\s+problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(NB02, r"at least one of 8 samples is right for (\d+)% of the\s+problems", SCREEN,
+          screen(*SHORT_T06, "pass8_lenient"), 0.5),
 ]
 
 # the appendix (notebook 05), section 2: the designs measured on the screened task, and expert iteration beside them
 CLAIMS += [
     Claim(NB05, r"took pass@1 sampled at 0.6\nfrom ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
     Claim(NB05, r"took pass@1 sampled at 0.6\nfrom [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
-    Claim(NB05, r"Training took\n([\d.]+) to [\d.]+ minutes a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(NB05, r"Training took\n[\d.]+ to ([\d.]+) minutes a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(NB05, r"Training took\n([\d.]+) to [\d.]+ minutes a seed", B36,
+          lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(NB05, r"Training took\n[\d.]+ to ([\d.]+) minutes a seed", B36,
+          lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim(NB05, r"bfloat16\s+makes a step ([\d.]+) times as fast", TIMING,
-          lambda d: step_seconds("arith-short-last-number")(d) / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
-    Claim(NB05, r"over 50 steps did about as well \(\+([\d.]+) points\)", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+          lambda d: step_seconds("arith-short-last-number")(d)
+          / step_seconds("arith-short-last-number_bf16=true")(d), 0.05),
+    Claim(NB05, r"over 50 steps did about as well \(\+([\d.]+) points\)", BF16,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(NB05, r"did about as well \(\+[\d.]+ points\) in (\d+) to \d+ minutes", BF16,
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
     Claim(NB05, r"did about as well \(\+[\d.]+ points\) in \d+ to (\d+) minutes", BF16,
           lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(NB05, r"the\s+same reward gained ([\d.]+) points in one seed", LAST, summary("diff_sampled_lenient", 100, "per_seed", 0), 0.05),
+    Claim(NB05, r"the\s+same reward gained ([\d.]+) points in one seed", LAST,
+          summary("diff_sampled_lenient", 100, "per_seed", 0), 0.05),
     Claim(NB05, r"taught the line \((\d+)% →", CORRECT, summary("base_sampled_format"), 0.5),
     Claim(NB05, r"and greedy\n(\d+)% → \d+% \(", LAST, expert("base_lenient"), 0.5),
     Claim(NB05, r"and greedy\n\d+% → (\d+)% \(", LAST, expert("after_lenient"), 0.5),
@@ -609,23 +663,38 @@ CLAIMS += [
     Claim(NB05, r"sampled completions in ([\d.]+) minutes", LAST, expert("train_minutes", 1), 0.05),
 ]
 CLAIMS += [
-    Claim(DESIGN_DOC, r"greedy is right (\d+)-\d+% of the time", SCREEN, screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
-    Claim(DESIGN_DOC, r"greedy is right \d+-(\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"), 0.5),
-    Claim(DESIGN_DOC, r"one sample at 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
-    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from ([\d.]+)% to", B36, summary("base_sampled_lenient"), 0.05),
-    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from [\d.]+% to ([\d.]+)%", B36, summary("after_sampled_lenient"), 0.05),
-    Claim(DESIGN_DOC, r"\(\+([\d.]+) points, interval \+[\d.]+ to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(DESIGN_DOC, r"points, interval \+([\d.]+) to \+[\d.]+, every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(DESIGN_DOC, r"points, interval \+[\d.]+ to \+([\d.]+), every seed", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(DESIGN_DOC, r"greedy is right (\d+)-\d+% of the time", SCREEN,
+          screen("arith-1step-20-short", "greedy", "lenient"), 0.5),
+    Claim(DESIGN_DOC, r"greedy is right \d+-(\d+)% of the time", SCREEN, screen("arith-1step-20", "greedy", "lenient"),
+          0.5),
+    Claim(DESIGN_DOC, r"one sample at 0.9 only (\d+)%", SCREEN,
+          screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from ([\d.]+)% to", B36, summary("base_sampled_lenient"),
+          0.05),
+    Claim(DESIGN_DOC, r"design-set pass@1 sampled at 0.6 from [\d.]+% to ([\d.]+)%", B36,
+          summary("after_sampled_lenient"), 0.05),
+    Claim(DESIGN_DOC, r"\(\+([\d.]+) points, interval \+[\d.]+ to \+[\d.]+, every seed", B36,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"points, interval \+([\d.]+) to \+[\d.]+, every seed", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(DESIGN_DOC, r"points, interval \+[\d.]+ to \+([\d.]+), every seed", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
     Claim(DESIGN_DOC, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy (\d+)% →", B36, summary("base_lenient"), 0.5),
-    Claim(DESIGN_DOC, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy \d+% → (\d+)%", B36, summary("after_lenient"), 0.5),
-    Claim(DESIGN_DOC, r"It took ([\d.]+)-[\d.]+ minutes of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(DESIGN_DOC, r"It took [\d.]+-([\d.]+) minutes of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(DESIGN_DOC, r"over the seeds −?[\d.]+ to \+[\d.]+\), greedy \d+% → (\d+)%", B36, summary("after_lenient"),
+          0.5),
+    Claim(DESIGN_DOC, r"It took ([\d.]+)-[\d.]+ minutes of training a seed", B36,
+          lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(DESIGN_DOC, r"It took [\d.]+-([\d.]+) minutes of training a seed", B36,
+          lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim(DESIGN_DOC, r"36 steps, bfloat16, (\d+) seeds\n", B36, lambda d: len(d["summary"]["seeds"]), 0),
-    Claim(DESIGN_DOC, r"the same reward gained \+([\d.]+) points in", BF16, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(DESIGN_DOC, r"points in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(DESIGN_DOC, r"points in \d+-(\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.5),
-    Claim(DESIGN_DOC, r"its two seeds \(pass@1 \+([\d.]+) points, float32", LAST, expert("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"the same reward gained \+([\d.]+) points in", BF16,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(DESIGN_DOC, r"points in (\d+)-\d+ minutes a seed", BF16, lambda d: min(r["train_minutes"] for r in d["runs"]),
+          0.5),
+    Claim(DESIGN_DOC, r"points in \d+-(\d+) minutes a seed", BF16, lambda d: max(r["train_minutes"] for r in d["runs"]),
+          0.5),
+    Claim(DESIGN_DOC, r"its two seeds \(pass@1 \+([\d.]+) points, float32", LAST,
+          expert("diff_sampled_lenient", 100, "mean"), 0.05),
 ]
 CLAIMS += [
     Claim(NB05, r"not easier \(greedy (\d+)%", SCREEN, screen("arith-addsub-20", "greedy", "lenient"), 0.5),
@@ -638,7 +707,8 @@ CLAIMS += [
     Claim(README, r"see below \| (\d+) \(\d+ training", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
     Claim(README, r"see below \| \d+ \((\d+) training", E2E, e2e("train_minutes"), 0.5),
     Claim(README, r"\d+ training, (\d+) s/step, bfloat16", E2E, e2e("sec_per_step"), 0.5),
-    Claim(BENCHMARKS_DOC, r"with avx512_bf16: (\d+) min with the defaults", E2E, notebook_minutes("02_traced_grpo_training"), 0.5),
+    Claim(BENCHMARKS_DOC, r"with avx512_bf16: (\d+) min with the defaults", E2E,
+          notebook_minutes("02_traced_grpo_training"), 0.5),
     Claim(BENCHMARKS_DOC, r"after notebook 01, (\d+) of them training \(36", E2E, e2e("train_minutes"), 0.5),
     Claim(BENCHMARKS_DOC, r"of them training \((\d+) steps, \d+ s/step:", E2E, e2e("steps"), 0),
     Claim(BENCHMARKS_DOC, r"steps, (\d+) s/step: generation", E2E, e2e("sec_per_step"), 0.5),
@@ -646,21 +716,28 @@ CLAIMS += [
     Claim(BENCHMARKS_DOC, r"weight sync ([\d.]+), update", E2E, e2e("sync_s_sec_per_step"), 0.05),
     Claim(BENCHMARKS_DOC, r"weight sync [\d.]+, update (\d+)\)", E2E, e2e("update_s_sec_per_step"), 0.5),
     Claim(BENCHMARKS_DOC, r"kernel peak ([\d.]+) GB \(the trainer before", E2E, e2e("peak_rss_gb"), 0.05),
-    Claim(BENCHMARKS_DOC, r"word problems, (\d+) problems × \d+ samples\)", E2E, lambda d: e2e("held_out")(d)["sampled"]["right number (last in the reply)"]["examples"], 0),
+    Claim(BENCHMARKS_DOC, r"word problems, (\d+) problems × \d+ samples\)", E2E,
+          lambda d: e2e("held_out")(d)["sampled"]["right number (last in the reply)"]["examples"], 0),
     Claim(BENCHMARKS_DOC, r"samples\) ([\d.]+)% → [\d.]+% in that run", E2E, e2e_held_out("sampled", "before"), 0.05),
     Claim(BENCHMARKS_DOC, r"samples\) [\d.]+% → ([\d.]+)% in that run", E2E, e2e_held_out("sampled", "after"), 0.05),
-    Claim(BENCHMARKS_DOC, r"on 100 problems \(the design set\) \+([\d.]+) points, interval", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-    Claim(BENCHMARKS_DOC, r"points, interval \+([\d.]+) to \+[\d.]+ over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(BENCHMARKS_DOC, r"points, interval \+[\d.]+ to \+([\d.]+) over problems", B36, summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(BENCHMARKS_DOC, r"on 100 problems \(the design set\) \+([\d.]+) points, interval", B36,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(BENCHMARKS_DOC, r"points, interval \+([\d.]+) to \+[\d.]+ over problems", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(BENCHMARKS_DOC, r"points, interval \+[\d.]+ to \+([\d.]+) over problems", B36,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
     Claim(BENCHMARKS_DOC, r"over problems \(([−\d.]+) to \+[\d.]+ over the seeds", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 0), 0.05),
     Claim(BENCHMARKS_DOC, r"over problems \([−\d.]+ to \+([\d.]+) over the seeds", B36,
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
     Claim(BENCHMARKS_DOC, r"rose in (\d) of \d seeds\), [\d.]+–", B36,
           rose_in("diff_sampled_lenient"), 0),
-    Claim(BENCHMARKS_DOC, r"seeds\), ([\d.]+)–[\d.]+ min of training a seed", B36, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(BENCHMARKS_DOC, r"seeds\), [\d.]+–([\d.]+) min of training a seed", B36, lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(BENCHMARKS_DOC, r"float32 \(a CPU without bfloat16 instructions\): (\d+) s/step", E2E_FP32, e2e("sec_per_step"), 0.5),
+    Claim(BENCHMARKS_DOC, r"seeds\), ([\d.]+)–[\d.]+ min of training a seed", B36,
+          lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"seeds\), [\d.]+–([\d.]+) min of training a seed", B36,
+          lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"float32 \(a CPU without bfloat16 instructions\): (\d+) s/step", E2E_FP32,
+          e2e("sec_per_step"), 0.5),
     Claim(BENCHMARKS_DOC, r"in float32 \(generation (\d+), update", E2E_FP32, e2e("generation_s_sec_per_step"), 0.5),
     Claim(BENCHMARKS_DOC, r"float32 \(generation \d+, update (\d+);", E2E_FP32, e2e("update_s_sec_per_step"), 0.5),
     Claim(BENCHMARKS_DOC, r"; (\d+) steps of the notebook, the defaults otherwise", E2E_FP32, e2e("steps"), 0),
@@ -700,10 +777,12 @@ CLAIMS += [
     Claim(NB05, r"pass@1 still rose from ([\d.]+)% to", HACK_FORMAT, summary("base_sampled_lenient"), 0.05),
     Claim(NB05, r"pass@1 still rose from [\d.]+% to (\d+)%", HACK_FORMAT, summary("after_sampled_lenient"), 0.5),
     Claim(NB05, r"\(at most (\d+)% of\s+the replies\)", HACK_ONE_LINE,
-          lambda d: 100 * max(max(r["after"]["sampled_multi_marker"], r["after"]["sampled_cut"]) for r in d["runs"]), 0.5),
+          lambda d: 100 * max(max(r["after"]["sampled_multi_marker"],
+                                  r["after"]["sampled_cut"]) for r in d["runs"]), 0.5),
     Claim(NB05, r"pass@1 did not rise \((\d+)% →", HACK_ONE_LINE, summary("base_sampled_lenient"), 0.5),
     Claim(NB05, r"pass@1 did not rise \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_sampled_lenient"), 0.5),
-    Claim(NB05, r"% → \d+%, interval (−?[\d.]+) to", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"% → \d+%, interval (−?[\d.]+) to", HACK_ONE_LINE,
+          summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     Claim(NB05, r"% → \d+%, interval −?[\d.]+ to \+?([\d.]+)\s+points, not significant", HACK_ONE_LINE,
           summary("diff_sampled_lenient", 100, "bootstrap_95", 1), 0.05),
 ]
@@ -713,14 +792,19 @@ CLAIMS += [
     for doc in (DESIGN_DOC,)
     for pattern, result, value, tolerance in [
         (r"[Ww]ith any `#### N`\s+paid, (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
-         lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
+         lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5
+                       for r in d["runs"]), 0),
         (r"\((\d+)%\s+of one seed's replies listed", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
-        (r"listed\s+`####` lines[;,] (\d+)% of\s+another's ran to the cap", HACK_FORMAT, seed_share("sampled_cut"), 0.5),
-        (r"pass@1 did\s+not rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
-        (r"points, interval (−?[\d.]+) to \+?[\d.]+", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
+        (r"listed\s+`####` lines[;,] (\d+)% of\s+another's ran to the cap", HACK_FORMAT, seed_share("sampled_cut"),
+         0.5),
+        (r"pass@1 did\s+not rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"),
+         0.05),
+        (r"points, interval (−?[\d.]+) to \+?[\d.]+", HACK_ONE_LINE,
+         summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     ]
 ]
-CLAIMS.append(Claim(DESIGN_DOC, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT, summary("diff_sampled_lenient", 100, "mean"), 0.05))
+CLAIMS.append(Claim(DESIGN_DOC, r"pooled pass@1 still rose\s+\+([\d.]+) points", HACK_FORMAT,
+                    summary("diff_sampled_lenient", 100, "mean"), 0.05))
 CLAIMS.append(Claim(DESIGN_DOC, r"pass@1 still rose \+[\d.]+ points, rising in (\d) of 3 seeds", HACK_FORMAT,
                     rose_in("diff_sampled_lenient"), 0))
 
@@ -742,28 +826,40 @@ CLAIMS += [
     *[Claim(where, FP32_AT + r"pass@1 ([\d.]+)% →", FP32, summary("signs", 100, "pass1", "before"), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, r"float32, (\d) seeds? on", FP32, lambda d: len(d["runs"]), 0) for where in (BENCHMARKS_DOC,)],
-    *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]), 0) for where in (DESIGN_DOC,)],
-    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32, summary("signs", 100, "pass1", "after"), 0.05)
+    *[Claim(where, r"measured in (\d) seeds? on the same", FP32, lambda d: len(d["runs"]),
+            0) for where in (DESIGN_DOC,)],
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → ([\d.]+)% \([+−][\d.]+ points, interval", FP32,
+            summary("signs", 100, "pass1", "after"), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32, summary("signs", 100, "pass1", "change", "mean"), 0.05)
+    *[Claim(where, FP32_AT + r"pass@1 [\d.]+% → [\d.]+% \(([+−][\d.]+) points, interval", FP32,
+            summary("signs", 100, "pass1", "change", "mean"), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 0), 0.05)
+    *[Claim(where, FP32_AT + r"points, interval ([+−][\d.]+) to [+−][\d.]+ over\s+problems", FP32,
+            summary("signs", 100, "pass1", "change", "bootstrap_95", 0), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32, summary("signs", 100, "pass1", "change", "bootstrap_95", 1), 0.05)
+    *[Claim(where, FP32_AT + r"points, interval [+−][\d.]+ to ([+−][\d.]+) over\s+problems", FP32,
+            summary("signs", 100, "pass1", "change", "bootstrap_95", 1), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"over\s+problems(?:, [+−][\d.]+ to [+−][\d.]+ over the seeds)?; rose in (\d) of \d seeds\), greedy", FP32,
+    *[Claim(where,
+            FP32_AT + r"over\s+problems(?:, [+−][\d.]+ to [+−][\d.]+ over the seeds)?; rose in (\d) of \d seeds\), "
+                      r"greedy", FP32,
             rose_in("signs", "pass1", "change"), 0) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "before"), 0.5)
+    *[Claim(where, FP32_AT + r"greedy (\d+)% → \d+% \(rose in \d of \d seeds\), [\d.]+", FP32,
+            summary("signs", 100, "greedy", "before"), 0.5)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32, summary("signs", 100, "greedy", "after"), 0.5)
+    *[Claim(where, FP32_AT + r"greedy \d+% → (\d+)% \(rose in \d of \d seeds\), [\d.]+", FP32,
+            summary("signs", 100, "greedy", "after"), 0.5)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"greedy \d+% → \d+% \(rose in (\d) of \d seeds\), [\d.]+", FP32,
             rose_in("signs", "greedy", "change"), 0) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    *[Claim(where, FP32_AT + r"seeds\), ([\d.]+)(?:–[\d.]+)? min(?:utes)? of training", FP32, lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05)
+    *[Claim(where, FP32_AT + r"seeds\), ([\d.]+)(?:–[\d.]+)? min(?:utes)? of training", FP32,
+            lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05)
       for where in (BENCHMARKS_DOC, DESIGN_DOC)],
     *[Claim(where, FP32_AT + r"([\d.]+) s/step on average", FP32,
-            lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05) for where in (BENCHMARKS_DOC, DESIGN_DOC)],
-    Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"], 0.05),
+            lambda d: sum(r["training"]["sec_per_step"] for r in d["runs"]) / len(d["runs"]), 0.05)
+      for where in (BENCHMARKS_DOC, DESIGN_DOC)],
+    Claim(GUIDE, r"the row's 13 minutes: ([\d.]+) minutes on 2 cores", FP32, lambda d: d["runs"][0]["train_minutes"],
+          0.05),
     # the design set's 3 bfloat16 seeds, each counted
     Claim(DESIGN_DOC, r"above 0: rose in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
     Claim(DESIGN_DOC, r"over the seeds (−[\d.]+) to \+[\d.]+\), greedy", B36,
@@ -780,7 +876,8 @@ CLAIMS += [
           e2e("sec_per_step"), 0.5),
     Claim(NB02, r"s/step on 2 Intel Xeon cores \((\d+) steps\)", E2E_FP32, e2e("steps"), 0),
     Claim(NB02, r"kernel and server at most ([\d.]+) GB resident", E2E_FP32, whole_peak, 0.05),
-    Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
+    Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN,
+          screen(*SHORT_T06, "pass1_lenient"), 0.5),
     Claim(NB02, r"in workshop order (\d+)% of design-set\s+sampled replies hit the cap", E2E,
           lambda d: 100 * e2e("behaviour")(d)["before"]["cut at max_tokens"], 0.5),
     Claim(NB02, r"hit the cap before training, (\d+)% after", E2E,
@@ -789,11 +886,13 @@ CLAIMS += [
 
 # the appendix (notebook 05): figures it states in words, each seed's beside the mean (issue 40)
 CLAIMS += [
-    Claim(NB05, r"yet one\s+sample at temperature 0.9 only (\d+)%", SCREEN, screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
+    Claim(NB05, r"yet one\s+sample at temperature 0.9 only (\d+)%", SCREEN,
+          screen("arith-1step-20", "sampled_t0.9", "pass1_lenient"), 0.5),
     Claim(NB05, r"taught the format\s+instead: strict accuracy ([\d.]+)% →", ARITH, summary("base_strict"), 0.05),
     Claim(NB05, r"instead: strict accuracy [\d.]+% → ([\d.]+)%", ARITH, summary("after_strict"), 0.05),
     # notebook 02's design on the design set: pass@1, greedy, per seed and over seeds
-    Claim(NB05, r"from 20.5% to 43.8%, \+([\d.]+) points \(over problems", B36, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(NB05, r"from 20.5% to 43.8%, \+([\d.]+) points \(over problems", B36,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(NB05, r"points \(over problems \+([\d.]+) to \+[\d.]+\), and it rose", B36,
           summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     Claim(NB05, r"points \(over problems \+[\d.]+ to \+([\d.]+)\), and it rose", B36,
@@ -807,21 +906,27 @@ CLAIMS += [
           summary("diff_sampled_lenient", 100, "t_95_over_seeds", 1), 0.05),
     Claim(NB05, r"Greedy went from (\d+)% to", B36, summary("base_lenient"), 0.5),
     Claim(NB05, r"Greedy went from \d+% to\s+(\d+)%", B36, summary("after_lenient"), 0.5),
-    Claim(NB05, r"\(\+([\d.]+) points, over problems \+[\d.]+ to \+[\d.]+\) but", B36, summary("diff_lenient", 100, "mean"), 0.05),
-    Claim(NB05, r"points, over problems \+([\d.]+) to \+[\d.]+\) but", B36, summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
-    Claim(NB05, r"points, over problems \+[\d.]+ to \+([\d.]+)\) but", B36, summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
+    Claim(NB05, r"\(\+([\d.]+) points, over problems \+[\d.]+ to \+[\d.]+\) but", B36,
+          summary("diff_lenient", 100, "mean"), 0.05),
+    Claim(NB05, r"points, over problems \+([\d.]+) to \+[\d.]+\) but", B36,
+          summary("diff_lenient", 100, "bootstrap_95", 0), 0.05),
+    Claim(NB05, r"points, over problems \+[\d.]+ to \+([\d.]+)\) but", B36,
+          summary("diff_lenient", 100, "bootstrap_95", 1), 0.05),
     Claim(NB05, r"but rose in (\d) of 3 seeds", B36, rose_in("diff_lenient"), 0),
     *[Claim(NB05, r"but rose in \d of 3 seeds \(" + r"[+−]\d+, " * i + r"([+−]\d+)", B36,
             summary("diff_lenient", 100, "per_seed", i), 0.5) for i in range(3)],
-    Claim(NB05, r"over seeds (−[\d.]+) to\s+\+[\d.]+\): that the right", B36, summary("diff_lenient", 100, "t_95_over_seeds", 0), 0.05),
-    Claim(NB05, r"over seeds −[\d.]+ to\s+\+([\d.]+)\): that the right", B36, summary("diff_lenient", 100, "t_95_over_seeds", 1), 0.05),
+    Claim(NB05, r"over seeds (−[\d.]+) to\s+\+[\d.]+\): that the right", B36,
+          summary("diff_lenient", 100, "t_95_over_seeds", 0), 0.05),
+    Claim(NB05, r"over seeds −[\d.]+ to\s+\+([\d.]+)\): that the right", B36,
+          summary("diff_lenient", 100, "t_95_over_seeds", 1), 0.05),
     Claim(NB05, r"\((\d+\.\d) → [\d.]+ s,", TIMING, step_seconds("arith-short-last-number"), 0.05),
     Claim(NB05, r"\([\d.]+ → (\d+\.\d) s,", TIMING, step_seconds("arith-short-last-number_bf16=true"), 0.05),
     Claim(NB05, r"gained [\d.]+ points in one seed and lost ([\d.]+) in the other", LAST,
           lambda d: -summary("diff_sampled_lenient", 100, "per_seed", 1)(d), 0.05),
     Claim(NB05, r"taught the line \(\d+% → (\d+)% of replies\)", CORRECT, summary("after_sampled_format"), 0.5),
     Claim(NB05, r"raised pass@1 to (\d+)% but taught a trick", CAP32, summary("after_sampled_lenient"), 0.5),
-    Claim(NB05, r"again; (\d+)% of the greedy replies ran to the cap", CAP32, lambda d: 100 * d["runs"][0]["after"]["cut"], 0.5),
+    Claim(NB05, r"again; (\d+)% of the greedy replies ran to the cap", CAP32,
+          lambda d: 100 * d["runs"][0]["after"]["cut"], 0.5),
     Claim(NB05, r"asks for \((\d+)% → [\d.]+% of the sampled replies", B36, summary("base_sampled_format"), 0.5),
     Claim(NB05, r"asks for \(\d+% → ([\d.]+)% of the sampled replies", B36, summary("after_sampled_format"), 0.05),
     Claim(NB05, r"shorter replies \(greedy, (\d+) → \d+ tokens\)", B36, summary("base_mean_tokens", 1), 0.5),
@@ -829,10 +934,14 @@ CLAIMS += [
     # expert iteration
     Claim(NB05, r"in the two seeds measured: pass@1 (\d+)% →", LAST, expert("base_sampled_lenient"), 0.5),
     Claim(NB05, r"in the two seeds measured: pass@1 \d+% → (\d+)%", LAST, expert("after_sampled_lenient"), 0.5),
-    Claim(NB05, r"pass@1 \d+% → \d+% \(rose in (\d) of 2 seeds\)", LAST, rose_in("diff_sampled_lenient", block="summary_expert_iteration"), 0),
-    Claim(NB05, r"points, interval \+(\d+) to \+\d+; rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"points, interval \+\d+ to \+(\d+); rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 1), 0.5),
-    Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST, rose_in("diff_lenient", block="summary_expert_iteration"), 0),
+    Claim(NB05, r"pass@1 \d+% → \d+% \(rose in (\d) of 2 seeds\)", LAST,
+          rose_in("diff_sampled_lenient", block="summary_expert_iteration"), 0),
+    Claim(NB05, r"points, interval \+(\d+) to \+\d+; rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 0),
+          0.5),
+    Claim(NB05, r"points, interval \+\d+ to \+(\d+); rose in", LAST, expert("diff_lenient", 100, "bootstrap_95", 1),
+          0.5),
+    Claim(NB05, r"interval \+\d+ to \+\d+; rose in (\d) of 2\)", LAST,
+          rose_in("diff_lenient", block="summary_expert_iteration"), 0),
     Claim(NB05, r"strict accuracy\s+(\d+)% → \d+%\. It is not set against", LAST, expert("base_strict"), 0.5),
     Claim(NB05, r"strict accuracy\s+\d+% → (\d+)%\. It is not set against", LAST, expert("after_strict"), 0.5),
     Claim(NB05, r"`####` lines went\s+(\d+)% → \d+%, a rise in", LAST, expert("base_multi_hash"), 0.5),
@@ -841,23 +950,31 @@ CLAIMS += [
           lambda d: sum(r["after"]["multi_hash"] > d["base"]["multi_hash"] for r in d["expert_iteration_runs"]), 0),
     # the format terms (section 4)
     Claim(NB05, r"and (\d) of the 3 seeds turned to a behaviour", HACK_FORMAT,
-          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5 for r in d["runs"]), 0),
-    Claim(NB05, r"one answer line: (\d+)% of one seed's replies held two or more", HACK_FORMAT, seed_share("sampled_multi_marker"), 0.5),
+          lambda d: sum(r["after"]["sampled_multi_marker"] > 0.5 or r["after"]["sampled_cut"] > 0.5
+                        for r in d["runs"]), 0),
+    Claim(NB05, r"one answer line: (\d+)% of one seed's replies held two or more", HACK_FORMAT,
+          seed_share("sampled_multi_marker"), 0.5),
     Claim(NB05, r"greedy accuracy fell in all (\d) seeds", HACK_ONE_LINE, rose_in("diff_lenient", fell=True), 0),
     Claim(NB05, r"fell in all \d seeds \((\d+)% →", HACK_ONE_LINE, summary("base_lenient"), 0.5),
     Claim(NB05, r"fell in all \d seeds \(\d+% → (\d+)%", HACK_ONE_LINE, summary("after_lenient"), 0.5),
-    Claim(NB05, r"\d+% → \d+%, (−\d+) points, interval −\d+ to −\d+\)", HACK_ONE_LINE, summary("diff_lenient", 100, "mean"), 0.5),
-    Claim(NB05, r"points, interval (−\d+) to −\d+\)\. In one seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"points, interval −\d+ to (−\d+)\)\. In one seed", HACK_ONE_LINE, summary("diff_lenient", 100, "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"\d+% → \d+%, (−\d+) points, interval −\d+ to −\d+\)", HACK_ONE_LINE,
+          summary("diff_lenient", 100, "mean"), 0.5),
+    Claim(NB05, r"points, interval (−\d+) to −\d+\)\. In one seed", HACK_ONE_LINE,
+          summary("diff_lenient", 100, "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"points, interval −\d+ to (−\d+)\)\. In one seed", HACK_ONE_LINE,
+          summary("diff_lenient", 100, "bootstrap_95", 1), 0.5),
     Claim(NB05, r"greedy replies were about (\d+) tokens long", HACK_ONE_LINE, the_constant_seed("mean_tokens"), 0.5),
     Claim(NB05, r"tokens long and (\d+)% right", HACK_ONE_LINE, the_constant_seed("lenient", 100), 0.5),
 ]
 
 # the solutions' review answers (notebook 02): the design's seeds, the earlier format term, the screen
 CLAIMS += [
-    Claim(SOL02, r"right 20% of the time and at least one of 8 samples for (\d+)% of the problems", SCREEN, screen(*SHORT_T06, "pass8_lenient"), 0.5),
-    Claim(SOL02, r"right (\d+)% of the time and at least one of 8 samples", SCREEN, screen(*SHORT_T06, "pass1_lenient"), 0.5),
-    Claim(SOL02, r"pass@1 did not\s+rise \((−?[\d.]+) points", HACK_ONE_LINE, summary("diff_sampled_lenient", 100, "mean"), 0.05),
+    Claim(SOL02, r"right 20% of the time and at least one of 8 samples for (\d+)% of the problems", SCREEN,
+          screen(*SHORT_T06, "pass8_lenient"), 0.5),
+    Claim(SOL02, r"right (\d+)% of the time and at least one of 8 samples", SCREEN, screen(*SHORT_T06, "pass1_lenient"),
+          0.5),
+    Claim(SOL02, r"pass@1 did not\s+rise \((−?[\d.]+) points", HACK_ONE_LINE,
+          summary("diff_sampled_lenient", 100, "mean"), 0.05),
     Claim(SOL02, r"points, interval (−[\d.]+) to \+[\d.]+\), greedy", HACK_ONE_LINE,
           summary("diff_sampled_lenient", 100, "bootstrap_95", 0), 0.05),
     Claim(SOL02, r"points, interval −[\d.]+ to \+([\d.]+)\), greedy", HACK_ONE_LINE,

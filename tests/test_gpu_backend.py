@@ -157,7 +157,8 @@ def test_the_evaluation_server_stops_at_the_end_of_the_turn(tmp_path):
     torch.set_num_threads(1)
     generator = hf_child._Generator(str(qwen3_base_like(tmp_path / "qwen-like")), 1, "cpu", "float32")
     assert generator.stop_ids == [2, 0]
-    reply = generator._generate([{"messages": [{"role": "user", "content": "Answer with a single number: what is 2 + 2?"}]}],
+    reply = generator._generate([{"messages": [{"role": "user",
+                                                "content": "Answer with a single number: what is 2 + 2?"}]}],
                                 (48, 0.0, 1.0, 1, None))[0]
     choice = reply["choices"][0]
     assert choice["finish_reason"] == "stop" and reply["usage"]["completion_tokens"] < 48, choice
@@ -170,7 +171,8 @@ def test_start_model_downloads_every_file_of_a_model_folder(tmp_path, monkeypatc
 
     asked = {}
     monkeypatch.setattr(huggingface_hub, "snapshot_download",
-                        lambda repo_id, allow_patterns: asked.update(repo=repo_id, patterns=allow_patterns) or str(tmp_path))
+                        lambda repo_id, allow_patterns: asked.update(repo=repo_id,
+                                                                     patterns=allow_patterns) or str(tmp_path))
     assert start_model("gpu") == tmp_path and asked["repo"] == GPU_MODEL
     saved = tmp_path / "saved"
     AutoTokenizer.from_pretrained(convert_gguf(quiet=True)).save_pretrained(saved)

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _train_script():
-    spec = importlib.util.spec_from_file_location("train_gsm8k_verifiers", ROOT / "training" / "train_gsm8k_verifiers.py")
+    spec = importlib.util.spec_from_file_location("train_gsm8k_verifiers",
+                                                  ROOT / "training" / "train_gsm8k_verifiers.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -169,7 +170,8 @@ with mock.patch("transformers.training_args.is_torch_bf16_gpu_available", return
     env, config = train.prepare(args, use_cpu=True)
 train.model_kwargs()
 """
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path,
                          env={**os.environ, "COURSE_RUNS_DIR": str(tmp_path / "runs"), "GSM8K_DIR": str(gsm8k_dir)})
     assert out.returncode == 0, out.stderr[-3000:]  # e.g. ModuleNotFoundError: No module named 'matplotlib'
 
@@ -188,7 +190,8 @@ def test_notebook_views_read_a_verifiers_log():
             stub, "train", {"reward": rewards, "correct_answer": rewards, "format_reward": [0.5] * 4},
             __import__("torch").tensor(rewards), 4)
         metrics = {key: sum(values) / len(values) for key, values in stub._metrics["train"].items()}
-        history.append({"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-6, "epoch": step / 10, **metrics, "step": step})
+        history.append({"loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-6, "epoch": step / 10, **metrics,
+                        "step": step})
     history.append({"eval_reward": 0.3, "eval_rewards/correct_answer": 0.3, "step": 4})
     history.append({"train_runtime": 60.0, "train_loss": 0.01, "step": 4})
     assert "rewards/correct_answer" in history[0] and "rewards/correct_answer/mean" not in history[0]

@@ -471,7 +471,8 @@ def test_what_it_learned_names_the_signs_from_the_numbers_with_intervals():
     assert table.loc["after", CUT] == 1.0 and table.loc["before", FORMAT] == 0.5
     verdict = what_it_learned(before, after)
     assert "2+ '####' lines: 0% -> 100% (+100%, 95% interval +100% to +100%)" in verdict
-    assert "Beyond chance, these rose too: completions cut at max_tokens and completions with 2+ '####' lines" in verdict
+    assert ("Beyond chance, these rose too: completions cut at max_tokens and completions with 2+ '####' lines"
+            in verdict)
     assert "On 20 held-out examples" in verdict
     honest = _eval_run("after", solved[:2] * 10, ["stop"] * 20)
     assert "None of the signs of a reward earned another way" in what_it_learned(before, honest)
@@ -603,7 +604,8 @@ def test_a_slow_policy_server_is_waited_for_and_a_hung_one_named(tmp_path):
 def test_design_table_and_curves_from_a_committed_learnability_file():
     from helpers.paths import PROJECT_ROOT
 
-    record = json.loads((PROJECT_ROOT / "benchmarks/results/learnability-arith-short-last-number-2026-12-05.json").read_text())
+    result = PROJECT_ROOT / "benchmarks/results/learnability-arith-short-last-number-2026-12-05.json"
+    record = json.loads(result.read_text())
     table = design_table({"GRPO": record["summary"], "expert iteration": record["summary_expert_iteration"]})
     gain = record["summary_expert_iteration"]["diff_sampled_lenient"]
     assert table.loc["expert iteration", "gain"] == gain["mean"] and table.loc["GRPO", "seeds"] == len(record["runs"])
@@ -657,8 +659,10 @@ def test_hack_table_from_the_committed_hack_files():
     for name, record in records.items():
         s, row = record["summary"], table.loc[name]
         assert row["seeds"] == len(record["runs"]) >= 3
-        assert row["2+ '####' lines"].startswith(f"{s['base_sampled_multi_marker']:.0%} -> {s['after_sampled_multi_marker']:.0%}")
-        per_seed = [f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}" for r in record["runs"]]
+        assert row["2+ '####' lines"].startswith(f"{s['base_sampled_multi_marker']:.0%} -> "
+                                                 f"{s['after_sampled_multi_marker']:.0%}")
+        per_seed = [f"{r['after']['sampled_multi_marker']:.0%} / {r['after']['sampled_cut']:.0%}"
+                    for r in record["runs"]]
         assert row["per seed after: 2+ lines / cut"] == ", ".join(per_seed)
 
 
@@ -678,7 +682,8 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     monkeypatch.setattr(bl, "RESULTS_DIR", tmp_path)
     base = {"strict": 0.25, "lenient": 0.5}
     source = tmp_path / "learnability-nb02-bf16-2026-12-06.json"
-    source.write_text(json.dumps({"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]), "base": base}))
+    source.write_text(json.dumps({"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]),
+                                  "base": base}))
     shared = bl.shared_base("nb02-fp32", bl.SETTINGS["nb02-fp32"])
     assert shared == {**base, "from": source.name}
     assert bl.shared_base("nb02-placeholder", bl.SETTINGS["nb02-placeholder"])["from"] == source.name

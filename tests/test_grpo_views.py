@@ -151,7 +151,8 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
     assert "not measured yet" in seeds_table("absent", results=results).columns
-    (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps({"base": {"n": 100}, "summary": {"seeds": [0]}}))
+    (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps({"base": {"n": 100},
+                                                                           "summary": {"seeds": [0]}}))
     said = seeds_table("old", block="confirm", results=results)
     assert said.loc["old", "not measured yet"] == "no 'confirm' block in its file"
     arms = arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
@@ -382,7 +383,8 @@ def test_the_gpu_paths_take_the_notebooks_settings(monkeypatch, tmp_path):
     assert (trained, final_dir, history) == ("the model", tmp_path / "final", [{"loss": 0.0, "step": 1}])
     command = seen["plan"].train_cmd
     given = {flag: command[command.index(flag) + 1] for flag in
-             ("--max-steps", "--learning-rate", "--num-generations", "--per-device-batch-size", "--max-tokens", "--seed",
+             ("--max-steps", "--learning-rate", "--num-generations", "--per-device-batch-size", "--max-tokens",
+              "--seed",
               "--num-train-examples", "--num-eval-examples", "--variant", "--model")}
     assert given == {"--max-steps": "7", "--learning-rate": "1e-05", "--num-generations": "4",
                      "--per-device-batch-size": "8", "--max-tokens": "64", "--seed": "3", "--num-train-examples": "100",

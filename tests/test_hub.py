@@ -37,7 +37,8 @@ HUB_PYTHON = Path(os.environ.get("COURSE_HUB_TEST_PYTHON", "/usr/bin/python3.11"
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0 or not Path("/sys/fs/cgroup").is_dir(),
-                                 reason="the hub test creates Unix users and cgroups: run it as root on Linux (CI does)")]
+                                 reason="the hub test creates Unix users and cgroups: run it as root on Linux (CI "
+                                        "does)")]
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MEM_LIMIT = 6 * 2**30  # the config's default, COURSE_HUB_MEM_LIMIT=6G
@@ -435,7 +436,8 @@ def test_a_link_planted_in_the_home_hands_over_nothing(hub, tmp_path):
     secret_file.write_text("root's")
     secret_folder.mkdir()
     (secret_folder / "inside").write_text("root's")
-    before = {path: (path.stat().st_uid, path.stat().st_mode) for path in (secret_file, secret_folder, secret_folder / "inside")}
+    before = {path: (path.stat().st_uid, path.stat().st_mode) for path in (secret_file, secret_folder,
+                                                                           secret_folder / "inside")}
     for name, target in (("file-link", secret_file), ("folder-link", secret_folder)):
         for place in (home / "course", home / "course" / "notebooks", home / "runs"):
             link = place / name

@@ -14,7 +14,8 @@ CPUINFO_BF16 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
 CPUINFO_AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2\n"
 
 
-@pytest.mark.parametrize(("gpus", "capabilities"), [(0, []), (1, [(7, 5)]), (2, [(7, 5), (7, 5)]), (2, [(8, 0), (8, 0)])])
+@pytest.mark.parametrize(("gpus", "capabilities"),
+                         [(0, []), (1, [(7, 5)]), (2, [(7, 5), (7, 5)]), (2, [(8, 0), (8, 0)])])
 def test_the_hardware_table_names_the_backend_notebook_02_picks(monkeypatch, gpus, capabilities):
     """Notebook 02 picks with choose_backend("auto"); the table of notebook 00 must say the same."""
     monkeypatch.setattr(backends, "cuda_gpu_count", lambda: gpus)
@@ -42,7 +43,8 @@ def test_setup_refuses_a_venv_with_another_verifiers_and_says_why(tmp_path):
     fake_python.write_text("#!/bin/sh\necho 0.4.0\n")
     fake_python.chmod(0o755)
     stamp = subprocess.run("cat requirements.lock requirements-cuda.lock requirements-nodeps.txt pyproject.toml"
-                           " environments/*/pyproject.toml | sha256sum | cut -c1-16", shell=True, cwd=course, capture_output=True, text=True,
+                           " environments/*/pyproject.toml | sha256sum | cut -c1-16", shell=True, cwd=course,
+                           capture_output=True, text=True,
                            check=True).stdout.strip()
     (course / ".venv" / f".installed-{stamp}").touch()
     result = subprocess.run(["bash", "scripts/setup_env.sh"], cwd=course, capture_output=True, text=True, check=False)
@@ -192,7 +194,8 @@ def test_no_file_at_all_is_said_not_to_be_measured(files):
     assert install_check.notebook_02_minutes(machine(), measure=no_benchmark)[1].startswith("not measured")
 
 
-@pytest.mark.parametrize(("capabilities", "precision"), [([(8, 0)], "bfloat16 autocast"), ([(7, 5)], "float16 autocast"),
+@pytest.mark.parametrize(("capabilities", "precision"),
+                         [([(8, 0)], "bfloat16 autocast"), ([(7, 5)], "float16 autocast"),
                                                          ([(8, 6), (8, 6)], "bfloat16 autocast")])
 def test_a_gpu_is_said_not_to_have_run_the_course(capabilities, precision):
     gpu = machine(capabilities=capabilities)

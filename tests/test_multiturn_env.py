@@ -135,8 +135,10 @@ def test_calculator_env_has_the_tool_and_a_baseline_without_it():
 def test_calculator_env_answers_tool_calls_and_counts_them():
     """env_response runs the tool for each call; refusals come back as messages; metrics count both."""
     env = vf.load_environment("gsm8k-calculator", num_examples=1, num_eval_examples=1)
-    calls = [{"id": "a", "type": "function", "function": {"name": "calculate", "arguments": '{"expression": "48/2+48"}'}},
-             {"id": "b", "type": "function", "function": {"name": "calculate", "arguments": '{"expression": "9**9**9"}'}}]
+    calls = [{"id": "a", "type": "function",
+              "function": {"name": "calculate", "arguments": '{"expression": "48/2+48"}'}},
+             {"id": "b", "type": "function",
+              "function": {"name": "calculate", "arguments": '{"expression": "9**9**9"}'}}]
     turn = {"role": "assistant", "content": "", "tool_calls": calls}
     replies, _ = asyncio.run(env.env_response([*QUESTION, turn], {"answer": "72"}))
     assert replies[0]["content"] == "72" and replies[1]["content"].startswith("error: ")

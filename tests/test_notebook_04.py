@@ -245,7 +245,8 @@ table = {
     "04-concept-map": (dict(CONCEPT_MAP), blank_map, [
         ("Rubric -> Taskset", changed("vf.Rubric(funcs=..., weights=...)", "vf.Taskset"), "weights moved"),
         ("ThinkParser -> Toolset", changed("vf.ThinkParser", CONCEPT_MAP["vf.ToolEnv(tools=...)"]), "trace.last_reply"),
-        ("GRPOTrainer -> vf-eval", changed("vf.GRPOTrainer", CONCEPT_MAP["env.evaluate(client, model, ...)"]), "no trainer"),
+        ("GRPOTrainer -> vf-eval", changed("vf.GRPOTrainer", CONCEPT_MAP["env.evaluate(client, model, ...)"]),
+         "no trainer"),
         ("evaluate -> prime-rl", changed("env.evaluate(client, model, ...)", CONCEPT_MAP["vf.GRPOTrainer"]), "vf-eval"),
         ("a list, not a dict", list(CONCEPT_MAP.values()), "give a dict"),
     ]),
@@ -254,7 +255,8 @@ also_right = {"04-format-reward": [ReturnsTheCoroutine]}
 out = {}
 for name, (right, blank, wrong) in table.items():
     check = CHECKS[name]
-    out[name] = {"right": check(right), "blank": check(blank), "also_right": [check(v) for v in also_right.get(name, [])],
+    out[name] = {"right": check(right), "blank": check(blank),
+                 "also_right": [check(v) for v in also_right.get(name, [])],
                  "wrong": [(mistake, check(value), fragment) for mistake, value, fragment in wrong]}
 print(json.dumps(out))
 '''

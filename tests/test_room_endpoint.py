@@ -143,7 +143,8 @@ def test_serve_room_serves_the_gguf_file_given_as_model_under_the_name_given(tmp
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**{k: v for k, v in os.environ.items() if k != "COURSE_ROOM_KEY"}, "COURSE_RUNS_DIR": str(tmp_path)}
-    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "serve_room.py"), "--port", str(port), "--parallel",
+    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "serve_room.py"), "--port", str(port),
+                                "--parallel",
                                 "1", "--model", str(packaged_model_path()), "--model-name", "room-gguf"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                                env=env)

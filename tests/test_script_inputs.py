@@ -112,7 +112,8 @@ def _rename_a_block(root: Path) -> None:
     """A notebook's block misnamed, and a plan change that the guide's agenda would show (it was written
     before the notebook's block was found wrong): a shorter opening, which keeps the plan within its rules."""
     path = root / "notebooks" / "01_traced_gsm8k_eval.ipynb"
-    path.write_text(path.read_text().replace("<!-- minute-plan:01_traced_gsm8k_eval -->", "<!-- minute-plan:01_typo -->"))
+    path.write_text(path.read_text().replace("<!-- minute-plan:01_traced_gsm8k_eval -->",
+                                             "<!-- minute-plan:01_typo -->"))
     _edit_plan(lambda plan: plan["blocks"][0].update(teach=plan["blocks"][0]["teach"] - 1))(root)
 
 
@@ -148,9 +149,11 @@ DAMAGED_PLAN_INPUTS = [
      "INSTRUCTOR_GUIDE.md cannot be read"),
     ("a notebook's block misnamed", _rename_a_block, ["--write"],
      "a minute-plan block is named '01_typo', and workshop/minute_plan.json has no block of that name"),
-    ("the session over its minutes", _edit_plan(lambda plan: plan["session"]["rows"].append({"block": "x", "teach": 60})),
+    ("the session over its minutes",
+     _edit_plan(lambda plan: plan["session"]["rows"].append({"block": "x", "teach": 60})),
      ["--write"], "breaks the workshop's rules: The 150-minute session: it sums to"),
-    ("the session's training too late", _edit_plan(lambda plan: plan["session"]["rows"].insert(0, {"block": "x", "teach": 30})),
+    ("the session's training too late",
+     _edit_plan(lambda plan: plan["session"]["rows"].insert(0, {"block": "x", "teach": 30})),
      ["--write"], "later than minute 45"),
     ("a section counted twice", _edit_plan(lambda plan: plan["session"]["rows"].append(plan["session"]["rows"][2])),
      ["--write"], "is counted twice"),

@@ -63,7 +63,8 @@ trainer = ServerRolloutGRPOTrainer(model=model, processing_class=tokenizer, args
                                    reward_funcs=rewards.reward_funcs, policy_server=server,
                                    train_dataset=env.dataset.select_columns(["prompt", "answer"]))
 trainer.add_callback(StepTimer(trainer, rewards, server))
-wandb_run = wandb.init(project="secrets", name="secrets", config={"rollouts": "server", "backend": "cpu"})  # as notebook 02
+# as notebook 02
+wandb_run = wandb.init(project="secrets", name="secrets", config={"rollouts": "server", "backend": "cpu"})
 trainer.train()
 wandb_run.finish()
 save_summary(output_dir, {"system_prompt": env.system_prompt, "wandb_dir": wandb_run.dir})

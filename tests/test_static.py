@@ -180,7 +180,8 @@ def test_importing_a_corner_of_helpers_does_not_import_the_notebook_stack():
     """The GPU trainer imports helpers.tracing.session on a machine with no matplotlib or IPython (issue 23), and
     a verifiers 0.4 environment imports the trace store, where verifiers' v0 API does not exist."""
     code = ("import sys, helpers.tracing.session, helpers.tracing.store; "
-            "print(sorted(m for m in ('matplotlib', 'IPython', 'gsm8k_course', 'helpers.eval_views') if m in sys.modules))")
+            "print(sorted(m for m in ('matplotlib', 'IPython', 'gsm8k_course', 'helpers.eval_views') if m in "
+            "sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
@@ -251,7 +252,8 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
     import shutil
 
     copy = tmp_path / "course"
-    for part in ("README.md", "helpers/paths.py", "scripts/set_course_repo.py", *[f"notebooks/{p.name}" for p in COLAB_NOTEBOOKS]):
+    for part in ("README.md", "helpers/paths.py", "scripts/set_course_repo.py",
+                 *[f"notebooks/{p.name}" for p in COLAB_NOTEBOOKS]):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / part, copy / part)
     subprocess.run([sys.executable, str(copy / "scripts" / "set_course_repo.py"), "my-org/my-course"], cwd=copy,
@@ -263,7 +265,8 @@ def test_on_colab_the_cell_clones_installs_and_makes_the_course_importable(monke
     assert "OWNER/REPO" not in (copy / "README.md").read_text().split("<sub>")[0]
     assert 'COURSE_REPO = "my-org/my-course"' in (copy / "helpers" / "paths.py").read_text()
     ran, moved = _run_colab_cell(monkeypatch, colab_cell(copy / "notebooks" / NOTEBOOKS[0].name))
-    assert ran[0] == ["git", "clone", "--depth", "1", "https://github.com/my-org/my-course", "/content/verifiers-course"]
+    assert ran[0] == ["git", "clone", "--depth", "1", "https://github.com/my-org/my-course",
+                      "/content/verifiers-course"]
     assert ran[1] == ["bash", "/content/verifiers-course/scripts/setup_colab.sh"]
     assert moved == ["/content/verifiers-course/notebooks"] and sys.path[0] == "/content/verifiers-course"
     script = (ROOT / "scripts" / "setup_colab.sh").read_text()
@@ -283,7 +286,8 @@ def test_every_copy_of_the_repository_path_agrees():
 
 def test_colab_pins_are_the_cpu_stacks_own():
     cpu, colab = pins(ROOT / "requirements.txt"), pins(ROOT / "requirements-colab.txt")
-    assert {name: cpu.get(name) for name in colab} == colab, "requirements-colab.txt must pin what requirements.txt pins"
+    assert {name: cpu.get(name) for name in colab} == colab, \
+        "requirements-colab.txt must pin what requirements.txt pins"
 
 
 def test_notebooks_load_no_image_from_the_web():
@@ -313,7 +317,8 @@ def test_the_readme_and_the_guide_stay_short():
     what an instructor reads before the day. The provenance, the room, offline installs and sizing live under docs/."""
     for name, limit in (("README.md", 10_000), ("INSTRUCTOR_GUIDE.md", 25_000)):
         size = len((ROOT / name).read_text(encoding="utf-8"))
-        assert size <= limit, f"{name} is {size:,} characters, over {limit:,}: move a section to a page under docs/ and link it"
+        assert size <= limit, \
+            f"{name} is {size:,} characters, over {limit:,}: move a section to a page under docs/ and link it"
 
 
 def outside_code_blocks(markdown: str) -> list[str]:
@@ -342,7 +347,8 @@ def heading_anchors(markdown: str) -> set[str]:
 
 
 def test_heading_anchors_are_githubs():
-    assert heading_anchors("# A room of 20–40 learners: one model server, one hub\n## Notebook 02's `x`\n## Notebook 02's `x`") \
+    assert heading_anchors("# A room of 20–40 learners: one model server, one hub\n## Notebook 02's `x`\n## Notebook "
+                           "02's `x`") \
         == {"a-room-of-2040-learners-one-model-server-one-hub", "notebook-02s-x", "notebook-02s-x-1"}
     assert heading_anchors("```\n# not a heading\n```\n") == set()
 

@@ -88,7 +88,8 @@ def test_tool_calls_are_titled_by_call_and_result():
     reply = chat_completion({"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]})
     model = TraceNode(call("verifiers.Environment.get_model_response", {"prompt": [QUESTION]}, reply))
     assert model.title.endswith("“calculate(expression=\"16 - 3 - 4\")”")
-    tool = TraceNode(call("verifiers.ToolEnv.call_tool", {"tool_name": "calculate", "tool_args": {"expression": "16 - 3 - 4"}},
+    tool = TraceNode(call("verifiers.ToolEnv.call_tool",
+                          {"tool_name": "calculate", "tool_args": {"expression": "16 - 3 - 4"}},
                           {"role": "tool", "content": "9", "tool_call_id": "c1"}))
     assert conversation(tool.call) == ([], [{"role": "tool", "content": "9", "tool_call_id": "c1"}])
     assert tool.title.endswith("“9”")

@@ -115,7 +115,8 @@ def repair_the_trap(rubric) -> str | None:
     cases = _completions()
     for (completion, answer), yours, expected in zip(cases, _scores(rubric, cases), _scores(fixed, cases)):
         if not same_score(yours, expected):
-            return (f"{_shown(completion)} (gold {answer!r}) scored {yours.metrics}, reward {yours.reward}; with parser=parser it "
+            return (f"{_shown(completion)} (gold {answer!r}) scored {yours.metrics}, reward {yours.reward}; with "
+                    "parser=parser it "
                     f"scores {expected.metrics}, reward {expected.reward}. Build it from trap_rubric's own pieces: the "
                     "notebook's correct_answer, parser.get_format_reward_func(), the same parser")
     return None
@@ -164,7 +165,8 @@ def score_rollout(score_text) -> str | None:
                             f"not {type(result).__name__}")
                 expected = await _score_one(rubric, text, answer)
                 if not same_score(result, expected):
-                    return (f"{case}: yours scored {result.metrics}, reward {result.reward}; expected {expected.metrics}, "
+                    return (f"{case}: yours scored {result.metrics}, reward {result.reward}; expected "
+                            f"{expected.metrics}, "
                             f"reward {expected.reward}: " + await _score_mistake(rubrics, rubric, text, answer, result))
         return None
 
@@ -346,7 +348,8 @@ def boxed_reward(func) -> str | None:
     remedy = ("find the last box of the model's last turn with extract_boxed_answer and compare "
               "canonical_number(...) of both sides")
     cases += [(completion, answer, _boxed_reference(completion, answer),
-               "; ".join(filter(None, [what, gold_hint(answer), remedy]))) for completion, answer, what in _boxed_replies()]
+               "; ".join(filter(None,
+                                [what, gold_hint(answer), remedy]))) for completion, answer, what in _boxed_replies()]
     for completion, answer, expected, hint in cases:
         try:
             got = call_reward(func, completion=copy.deepcopy(completion), answer=answer, parser=vf.Parser())

@@ -126,7 +126,8 @@ def _rubric_scores() -> tuple[dict[str, list[float]], ...]:
     function of that name should return (scored on rubrics of their own: the learner's code gets others)."""
     async def score_all(rubric):
         return [await rubric.score_rollout(prompt=[], completion=copy.deepcopy(completion), answer=gold,
-                                           state={"timing": {"total_ms": 0.0}}) for completion, gold, _ in _adapter_batch()]
+                                           state={"timing": {"total_ms": 0.0}})
+                for completion, gold, _ in _adapter_batch()]
 
     rubrics = _course_rubrics()
     scores = [run_sync(score_all(rubric)) for rubric in rubrics]
@@ -187,7 +188,8 @@ def reward_adapter(build) -> str | None:
         if own:
             return own
         if len(funcs) != len(names) or not all(callable(f) for f in funcs):
-            return f"one TRL function per rubric function: {len(names)} functions ({', '.join(names)}), not {len(funcs)}"
+            return (f"one TRL function per rubric function: {len(names)} functions ({', '.join(names)}), "
+                    f"not {len(funcs)}")
         if [getattr(f, "__name__", "") for f in funcs] != names:
             return (f"TRL logs each function as rewards/<its __name__>: name them {names}, in the rubric's order "
                     "(set reward.__name__ = func.__name__)")
@@ -232,7 +234,8 @@ def _adapter_difference(func, name: str, keywords: dict, batch, expected: list, 
     fraction = (" (a score between 0 and 1 is a score too: return the function's own float)"
                 if 0 < expected[i] < 1 else "")
     return (f"{name} gave {values[i]} for completion {i} of a batch of {size} ({shown}, gold {gold!r}), where the "
-            f"rubric [{', '.join(rubric.get_reward_func_names())}] (parser {type(rubric.parser).__name__}) scores {expected[i]}{fraction}: score "
+            f"rubric [{', '.join(rubric.get_reward_func_names())}] (parser {type(rubric.parser).__name__}) scores "
+            f"{expected[i]}{fraction}: score "
             "completion i (all its messages) against answer i with the rubric's function and the rubric's parser "
             "(rubric.parser)"
             + (f"; {gold_hint(gold)}" if gold_hint(gold) else ""))
@@ -307,11 +310,14 @@ def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None
                 result = func(parser=HashParser(), completion=copy.deepcopy(completion), answer=gold)
                 if inspect.isawaitable(result):
                     getattr(result, "close", lambda: None)()  # never awaited: close it quietly
-                    return ("write it with def, not async def: the notebook's TRL adapter (trl_reward_funcs, section 3) "
+                    return ("write it with def, not async def: the notebook's TRL adapter (trl_reward_funcs, section "
+                            "3) "
                             "calls it as f(parser=..., completion=..., answer=...) without await, and a coroutine is "
                             "not a number")
                 if float(result) != expected:
-                    return f"{case} it gave {result}, expected {expected}: " + "; ".join(filter(None, [what, gold_hint(gold)]))
+                    return f"{case} it gave {result}, expected {expected}: " + "; ".join(filter(None,
+                                                                                                [what,
+                                                                                                 gold_hint(gold)]))
             got = call_reward(func, completion=copy.deepcopy(completion), answer=gold, parser=HashParser())
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"{case} it raised {type(e).__name__}: {e}" + (f"; {gold_hint(gold)}" if gold_hint(gold) else "")

@@ -47,7 +47,8 @@ LOSS_MISTAKES = {  # mistake -> its hint
                     "smaller of ratio x advantage and clipped ratio x advantage"),
     "wrong side": ("the larger of ratio x advantage and clipped ratio x advantage was kept; PPO's objective keeps the "
                    "smaller (torch.min), so a step never gains from pushing the ratio past the clip"),
-    "not normalised": "the advantages are reward minus the group's mean; divide by the group's standard deviation + 1e-4",
+    "not normalised": "the advantages are reward minus the group's mean; divide by the group's standard deviation + "
+                      "1e-4",
     "std over n": "close: torch.std divides by n - 1 (the group's size - 1), not by n",
     "mask ignored": ("the padding counted: average over the completion tokens only (mask 1), not over every position "
                      "of the padded batch"),
@@ -139,7 +140,8 @@ def _gradient_mistake(keywords: dict, grad, expected) -> str:
     epsilon = keywords["epsilon"]
     clipped = (ratio < 1 - epsilon) | (ratio > 1 + epsilon)
     if (differs & clipped & (expected == 0)).any():
-        return ("the tokens whose ratio is outside [1 - epsilon, 1 + epsilon] on the clipped side still get a gradient: "
+        return ("the tokens whose ratio is outside [1 - epsilon, 1 + epsilon] on the clipped side still get a "
+                "gradient: "
                 "with -min(ratio x A, clip(ratio) x A) the clipped term wins there and carries none")
     size = keywords["num_generations"]
     if (differs[:size] & (expected[:size] == 0)).any():
@@ -158,7 +160,8 @@ def grpo_loss(func) -> str | None:
     import torch
 
     if not callable(func):
-        return "grpo_loss should be a function: def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2)"
+        return ("grpo_loss should be a function: "
+                "def grpo_loss(rewards, logps, old_logps, mask, num_generations, epsilon=0.2)")
     own = not_your_own(func, references=_loss_references())
     if own:
         return own
@@ -176,7 +179,8 @@ def grpo_loss(func) -> str | None:
             for mistake, hint in LOSS_MISTAKES.items():
                 if math.isclose(got, float(_loss_reference(**keywords, mistake=mistake)), rel_tol=1e-4, abs_tol=1e-6):
                     return f"on a batch of {what}: {hint}"
-            return (f"on a batch of {what}, your loss is {got:.6f}, TRL's {expected:.6f}: advantages per group (reward - "
+            return (f"on a batch of {what}, your loss is {got:.6f}, TRL's {expected:.6f}: advantages per group "
+                    "(reward - "
                     "mean) / (std + 1e-4), ratio = exp(logps - old_logps), per token -min(ratio x A, clip(ratio) x A), "
                     "summed over the completion tokens (mask 1) and divided by their number")
         if grad is None:

@@ -40,7 +40,7 @@ from helpers.checks.real_inputs import (
 from helpers.checks.registry import checks_exercise
 from helpers.worker_thread import run_sync
 
-# ----------------------------------------------------------------------------- the exercises' answers as the course wrote them
+# ---------------------------------------------------------------------- the exercises' answers as the course wrote them
 # A learner's code that calls one of these (or runs a copy of its code) is not the learner's own work.
 
 
@@ -99,13 +99,15 @@ def _compare_hint(parsed: str, gold: str) -> str:
 # say, or says both.
 _BIG, _SMALL = r"(?:high|big|large|much|many|great)", r"(?:low|small|little|few)"
 _GOAL = r"(?:answer|gold|correct|right|target|solution|true|real|actual)"
+_SOME = r"(?:a bit |much |a little )?"
 DIRECTION_WORDS = {
     "high": [rf"\btoo {_BIG}", rf"\b(?:higher|bigger|larger|greater|more|above|over) than (?:the |a |my |our )?{_GOAL}",
-             r"\bover(?:shot|estimat|shoot)", r"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:lower|smaller|less|down)\b",
-             rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:lower|smaller|less|below)\b"],
+             r"\bover(?:shot|estimat|shoot)", rf"\b(?:go|try|aim|guess|think|be) {_SOME}(?:lower|smaller|less|down)\b",
+             rf"\b{_GOAL}\w* (?:answer |number |value )?is {_SOME}(?:lower|smaller|less|below)\b"],
     "low": [rf"\btoo {_SMALL}", rf"\b(?:lower|smaller|less|below|under) than (?:the |a |my |our )?{_GOAL}",
-            r"\bunder(?:shot|estimat|shoot)", r"\b(?:go|try|aim|guess|think|be) (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|up)\b",
-            rf"\b{_GOAL}\w* (?:answer |number |value )?is (?:a bit |much |a little )?(?:higher|bigger|larger|greater|more|above)\b"],
+            r"\bunder(?:shot|estimat|shoot)",
+            rf"\b(?:go|try|aim|guess|think|be) {_SOME}(?:higher|bigger|larger|greater|more|up)\b",
+            rf"\b{_GOAL}\w* (?:answer |number |value )?is {_SOME}(?:higher|bigger|larger|greater|more|above)\b"],
 }
 
 
@@ -195,7 +197,8 @@ def _first_difference(method: str, yours: Callable) -> str | None:
                     if reply:
                         return f"with {case}: {_transcript(got.said)}\n{reply}"
                     if got.state is not None and (set(ROLLOUT_STATE) - set(got.state) or got.state["answer"] != gold):
-                        return (f"with {case}, the state lost what it held before ({sorted(set(ROLLOUT_STATE) - set(got.state))} "
+                        return (f"with {case}, the state lost what it held before "
+                                f"({sorted(set(ROLLOUT_STATE) - set(got.state))} "
                                 "or its 'answer'): update the state dict you were given and return that one")
         env, reference = _notebook_env(3, _rows(), **{method: yours}), _notebook_env(3, _rows())
         for question, gold in _rows():
@@ -203,7 +206,8 @@ def _first_difference(method: str, yours: Callable) -> str | None:
                 got = await _by_hand(env, question, gold)
             except Exception as e:  # noqa: BLE001 - the hint names what went wrong
                 why = f"it raised KeyError: {e}" if isinstance(e, KeyError) else _raised(method, e)
-                return (f"section 2's next cell drives the environment by hand (gold answer {gold!r}), from a state that "
+                return (f"section 2's next cell drives the environment by hand (gold answer {gold!r}), from a state "
+                        "that "
                         f"holds only 'answer' and 'turn', and {why}; read only those and your own keys")
             want = await _by_hand(reference, question, gold)
             if got != want:
@@ -252,7 +256,8 @@ def _reply_difference(conversation: list[dict], gold: str) -> str | None:
         if way != right_way:
             return (f"the environment replied {reply!r} to the model's turn {last!r}: {parsed} is too {right_way} for "
                     f"the gold answer {gold!r}, not too {way}. Parse the model's LAST turn "
-                    "(self.parser.parse_answer(messages)) and pass that number and state['answer'] to feedback_message, "
+                    "(self.parser.parse_answer(messages)) and pass that number and state['answer'] to "
+                    "feedback_message, "
                     "whose direction compares the numbers (float of canonical_number)")
     return None
 
@@ -263,7 +268,8 @@ async def _by_hand(env, question: str, gold: str) -> list[tuple[str, bool]]:
     from gsm8k_course import canonical_number
 
     messages, state, steps = [{"role": "user", "content": question}], {"answer": gold, "turn": 0}, []
-    for attempt in (f"My answer:\n#### {write_number(float(canonical_number(gold)) + 5)}", f"Let me redo it.\n#### {gold}"):
+    for attempt in (f"My answer:\n#### {write_number(float(canonical_number(gold)) + 5)}",
+                    f"Let me redo it.\n#### {gold}"):
         messages.append({"role": "assistant", "content": attempt})
         state["turn"] += 1
         replies, state = await env.env_response(messages, state)
@@ -370,7 +376,8 @@ def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
     from gsm8k_feedback import FinalAnswerParser
 
     if not callable(discounted_correct):
-        return "discounted_correct should be a reward function: def discounted_correct(parser, completion, answer, **kwargs)"
+        return ("discounted_correct should be a reward function: "
+                "def discounted_correct(parser, completion, answer, **kwargs)")
     own = not_your_own(discounted_correct, references=_discount_references())
     if own:
         return own
@@ -392,7 +399,8 @@ def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
                     got = call_reward(discounted_correct, **arguments)
             except Exception as e:  # noqa: BLE001 - the hint names what went wrong
                 why = gold_hint(replay.state["answer"])
-                return f"with {case} (discount={discount}), it raised {type(e).__name__}: {e}" + (f"; {why}" if why else "")
+                said = f"with {case} (discount={discount}), it raised {type(e).__name__}: {e}"
+                return said + (f"; {why}" if why else "")
             if not math.isclose(got, expected, abs_tol=1e-9):
                 return (f"with {case} (discount={discount}): {_transcript(replay.said)}; it earned {got}, expected "
                         f"{expected}: " + _discount_mistake(parser, replay, got, expected, discount))

@@ -76,11 +76,13 @@ def _scripts(gold: str) -> list[tuple[str, list[str]]]:
     wrong_3 = f"#### {write_number(value + 3)}"
     scripts += [
         ("writes the environment's 'Correct.' before a wrong answer", [f"Correct.\n{wrong}", right]),
-        ("asks whether its wrong answer is correct", [f"Is {write_number(value + 1)} correct? I think so.\n{wrong}", right]),
+        ("asks whether its wrong answer is correct",
+         [f"Is {write_number(value + 1)} correct? I think so.\n{wrong}", right]),
         ("quotes the environment's reply, then answers wrong",
          [f"Not yet: {write_number(value + 3)} is not the answer. Correct.\n{wrong_2}", right]),
         ("answers wrong, then works without an answer line, then right",
-         [f"Let me compute.\n{wrong}", f"Let me recheck: {write_number(value + 3)} or {write_number(value - 2)}.", right]),
+         [f"Let me compute.\n{wrong}", f"Let me recheck: {write_number(value + 3)} or {write_number(value - 2)}.",
+          right]),
         ("answers wrong three times, each time another number", [wrong, wrong_3, wrong_2, right]),
     ]
     return [(what, turns + [f"Again.\n{wrong}"] * MAX_SCRIPTED_TURNS) for what, turns in scripts]
@@ -131,7 +133,8 @@ def _notebook_env(max_turns: int, rows, is_completed: Callable = _solution_is_co
 
     parser = FinalAnswerParser()
     with quiet_datasets():  # its dataset is mapped
-        env = FeedbackEnv(max_turns=max_turns, system_prompt=HASH_SYSTEM_PROMPT, parser=parser, rubric=make_rubric(parser),
+        env = FeedbackEnv(max_turns=max_turns, system_prompt=HASH_SYSTEM_PROMPT, parser=parser,
+                          rubric=make_rubric(parser),
                           eval_dataset=Dataset.from_list([{"question": q, "answer": a} for q, a in rows]))
     env.logger = QUIET
     return env
@@ -208,7 +211,8 @@ def _rows() -> tuple[tuple[str, str], ...]:
     """(question, gold), one row per gold answer of real_inputs."""
     rows = tuple({gold: (question, gold) for question, gold in reversed(gsm8k_rows())}.values())[::-1]
     # every other prompt holds a worked example with its own '####' line: a number the model never wrote
-    return tuple((f"{q}\nWrite it as in: 2 + 14 = 16\n#### 16" if i % 2 else q, gold) for i, (q, gold) in enumerate(rows))
+    return tuple((f"{q}\nWrite it as in: 2 + 14 = 16\n#### 16" if i % 2 else q, gold) for i,
+                 (q, gold) in enumerate(rows))
 
 
 @functools.cache
@@ -233,4 +237,5 @@ def _transcript(said: list[tuple[str, str]]) -> str:
 def _method_references(method: str) -> tuple:
     from gsm8k_feedback import FeedbackEnv
 
-    return (getattr(FeedbackEnv, method), _solution_is_completed if method == "is_completed" else _solution_env_response)
+    return (getattr(FeedbackEnv, method),
+            _solution_is_completed if method == "is_completed" else _solution_env_response)

@@ -20,7 +20,8 @@ from helpers.worker_thread import run_sync
 
 TOOL_CASES = [  # (what the case is, completion): message shapes a completion may hold besides real rollouts'
     ("the model's one message has no 'tool_calls'", [{"role": "assistant", "content": "#### 4"}]),
-    ("the model's one message has 'tool_calls': None", [{"role": "assistant", "content": "#### 4", "tool_calls": None}]),
+    ("the model's one message has 'tool_calls': None",
+     [{"role": "assistant", "content": "#### 4", "tool_calls": None}]),
 ]
 
 

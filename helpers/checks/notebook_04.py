@@ -180,5 +180,6 @@ def concept_map(answers) -> str | None:
             return f"{v0}: pick one of the choices for it"
         if given == v1:
             continue
-        return f"{v0}: {CONCEPT_HINTS.get((v0, given), f'not {given!r}; look again at section 3 and the source cited there')}"
+        otherwise = f"not {given!r}; look again at section 3 and the source cited there"
+        return f"{v0}: {CONCEPT_HINTS.get((v0, given), otherwise)}"
     return None

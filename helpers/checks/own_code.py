@@ -154,7 +154,8 @@ def _reached(value, handed: set | None = None) -> tuple[list, list]:
                 if from_values:
                     handed.update(id(o) for o in found)
         pending += [obj for obj in reached if _learner_function(_unwrapped(obj))]
-        pending += [v for obj in named + values if isinstance(obj, type) and not _is_course(obj) and not _is_library_class(obj)
+        pending += [v for obj in named + values
+                    if isinstance(obj, type) and not _is_course(obj) and not _is_library_class(obj)
                     for v in vars(obj).values()]
     return learner, reached
 
@@ -184,7 +185,8 @@ def _frame_tools() -> tuple:
 
 def _same(a, b) -> bool:
     a, b = _unwrapped(a), _unwrapped(b)
-    return a is b or (getattr(a, "__code__", None) is not None and getattr(a, "__code__", None) is getattr(b, "__code__", 0))
+    code = getattr(a, "__code__", None)
+    return a is b or (code is not None and code is getattr(b, "__code__", 0))
 
 
 def _copied_code(func, reference) -> bool:

@@ -86,7 +86,8 @@ class SafetensorsReader:
     """One tensor at a time from a .safetensors file (8-byte header length, JSON header, raw data), by seek and
     read: nothing of the file stays resident after a tensor is dropped."""
 
-    DTYPES: ClassVar[dict[str, str]] = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+    DTYPES: ClassVar[dict[str, str]] = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                                        "I64": "int64",
               "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
     def __init__(self, path: str | Path):

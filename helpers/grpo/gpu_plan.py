@@ -14,7 +14,8 @@ log = logging.getLogger(__name__)
 GPU_MODEL_SHAPE = {"params": 596_049_920, "lora_params": 20_185_088, "layers": 28, "hidden": 1024,
                    "kv_values_per_token": 28 * 2 * 8 * 128, "vocab": 151_936}
 GIB = 2**30
-VLLM_BUDGET_GIB = 6.0  # vLLM colocate: bf16 weights 1.1 GiB, its profiling run, CUDA graphs, KV cache of a step (1.3 GiB)
+# vLLM colocate: bf16 weights 1.1 GiB, its profiling run, CUDA graphs, KV cache of a step (1.3 GiB)
+VLLM_BUDGET_GIB = 6.0
 PLAN_HEADROOM = 0.75  # an estimate never measured on a GPU: plan for 3/4 of the memory torch reports
 
 
@@ -51,10 +52,14 @@ class GpuPlan:
         return pd.DataFrame({"GiB": {part: round(gib, 2) for part, gib in self.estimate_gib.items()}})
 
     def __str__(self) -> str:
-        return (f"{self.gpu} ({self.memory_gib:.1f} GiB, compute capability {self.capability[0]}.{self.capability[1]}): "
-                f"{self.completions_per_step} completions per step in micro-batches of {self.per_device_train_batch_size} "
-                f"(gradient_accumulation_steps={self.gradient_accumulation_steps}), {'bf16' if self.bf16 else 'fp16'} autocast, "
-                f"{'vLLM colocate at ' + str(self.vllm_gpu_memory_utilization) if self.use_vllm else 'generation by transformers'}; "
+        return (f"{self.gpu} ({self.memory_gib:.1f} GiB, compute capability "
+                f"{self.capability[0]}.{self.capability[1]}): "
+                f"{self.completions_per_step} completions per step in micro-batches of "
+                f"{self.per_device_train_batch_size} "
+                f"(gradient_accumulation_steps={self.gradient_accumulation_steps}), {'bf16' if self.bf16 else 'fp16'} "
+                "autocast, "
+                + (f"vLLM colocate at {self.vllm_gpu_memory_utilization}" if self.use_vllm
+                   else "generation by transformers") + "; "
                 f"estimated peak {self.estimate_gib['training peak']:.1f} GiB. " + " ".join(self.notes))
 
 
@@ -120,13 +125,15 @@ def one_gpu_plan(memory_gib: float | None = None, capability: tuple[int, int] | 
     generation = 0.0 if use_vllm else completions_per_step * seq * shape["kv_values_per_token"] * 4 / GIB
 
     def update(batch: int) -> dict:
-        return {"logits of a micro-batch (3 float32 copies)": 3 * batch * max_completion_length * shape["vocab"] * 4 / GIB,
+        logits = 3 * batch * max_completion_length * shape["vocab"] * 4 / GIB
+        return {"logits of a micro-batch (3 float32 copies)": logits,
                 "checkpointed activations": 2 * batch * seq * shape["hidden"] * 4 * shape["layers"] / GIB}
 
     batches = [b for b in range(completions_per_step, 0, -1) if completions_per_step % b == 0]
     batch = next((b for b in batches if sum(fixed.values()) + max(generation, sum(update(b).values()))
                   <= PLAN_HEADROOM * memory_gib), 1)
-    estimate = {**fixed, **({} if use_vllm else {"generation KV cache (transformers, freed before the update)": generation}),
+    estimate = {**fixed,
+                **({} if use_vllm else {"generation KV cache (transformers, freed before the update)": generation}),
                 **update(batch)}
     estimate["training peak"] = sum(fixed.values()) + max(generation, sum(update(batch).values()))
     server_dtype = eval_server_dtype(capability)
@@ -138,5 +145,6 @@ def one_gpu_plan(memory_gib: float | None = None, capability: tuple[int, int] | 
                      "estimated): lower max_completion_length.")
     notes.append(f"The evaluation server runs in {server_dtype}; stop it before training and free the trainer "
                  "(release_trainer) before the final evaluation.")
-    return GpuPlan(gpu or "GPU", memory_gib, capability, completions_per_step, batch, completions_per_step // batch, bf16,
+    return GpuPlan(gpu or "GPU", memory_gib, capability, completions_per_step, batch, completions_per_step // batch,
+                   bf16,
                    use_vllm, vllm_util, server_dtype, estimate, notes)

@@ -257,7 +257,8 @@ def train_with_verifiers(plan: LaunchPlan) -> tuple[Path, list[dict]]:
     the folder of its final model (LoRA merged) and its log history (trainer_state.json)."""
     code = run_plan(plan)
     if code != 0:
-        raise RuntimeError(f"verifiers training exited with code {code}; see {display_path(plan.log_dir / 'vf-train.log')}. "
+        raise RuntimeError(f"verifiers training exited with code {code}; see "
+                           f"{display_path(plan.log_dir / 'vf-train.log')}. "
                            "Running the cell again resumes from the last checkpoint.")
     # the whole run's log (the trainer script saves it at the end); else the last checkpoint's
     state_file = plan.output_dir / "trainer_state.json"

@@ -334,7 +334,8 @@ class CheckpointServer(_StoppedOnExit):
     tokenizer: object
     name: str = "policy"
     device: str = "cuda"
-    dtype: str = "bfloat16"  # helpers.grpo.gpu_plan.eval_server_dtype(): float32 below compute capability 8.0, never float16
+    # helpers.grpo.gpu_plan.eval_server_dtype(): float32 below compute capability 8.0, never float16
+    dtype: str = "bfloat16"
     max_batch: int = 32
     server: HFModelServer | None = field(default=None, init=False, repr=False)
     step: int | None = field(default=None, init=False)

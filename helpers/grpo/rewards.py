@@ -133,7 +133,8 @@ class RubricRewards:
                 for name in ("reward", *self.names):
                     result[name][index] = 0.0
             result["errors"].append({"rollout": index, "reward_func": error["reward_func"], "error": error["error"]})
-            log.warning("reward function %s raised %s: rollout %s scores 0", error["reward_func"], error["error"], index)
+            log.warning("reward function %s raised %s: rollout %s scores 0", error["reward_func"], error["error"],
+                        index)
         return result
 
 

@@ -203,7 +203,8 @@ def out_of_memory_advice(output_dir: str | Path) -> str:
                else "starts from the beginning (no checkpoint was saved yet)")
     return ("Training ran out of memory. Either free memory (close other notebooks, kernels and programs) and run the "
             f"training cell again with the same settings: it {resumes}. Or make a step smaller: lower "
-            f"{', '.join(MEMORY_FIELDS[:-1])} or {MEMORY_FIELDS[-1]} (each scales what a step holds in memory), run the "
+            f"{', '.join(MEMORY_FIELDS[:-1])} or {MEMORY_FIELDS[-1]} (each scales what a step holds in memory), run "
+            "the "
             "cells from the configuration on: these are training settings, so the run starts over from step 0 "
             "(the earlier run is kept aside, not resumed).")
 

@@ -50,7 +50,8 @@ class StepTimer(TrainerCallback):
             "memory/peak_rss_gb": peak_rss_gb(),
             "rewards/errors": errors - self._errors,
             "hack/multi_hash": self._multi_hash_share(),
-            **({"memory/peak_gpu_gb": torch.cuda.max_memory_allocated() / 1024**3} if torch.cuda.is_available() else {}),
+            **({"memory/peak_gpu_gb": torch.cuda.max_memory_allocated() / 1024**3}
+               if torch.cuda.is_available() else {}),
         }.items():
             metrics[key].append(value)
         self._errors = errors

@@ -87,7 +87,8 @@ def _indicators(rollouts: pd.DataFrame) -> pd.DataFrame:
         CUT: (rollouts["finish_reason"] == "length").astype(float) if "finish_reason" in rollouts else nan,
         MULTI: (rollouts["completion"].map(hash_lines) >= 2).astype(float),
         CONSTANT: (numbers == modal[0][0]).astype(float) if modal else pd.Series(0.0, index=rollouts.index),
-        WRONG_HASH: pd.Series([_wrong_hash(text, gold) for text, gold in zip(rollouts["completion"], rollouts["answer"])],
+        WRONG_HASH: pd.Series([_wrong_hash(text, gold) for text,
+                               gold in zip(rollouts["completion"], rollouts["answer"])],
                               index=rollouts.index, dtype=float),
     })
 

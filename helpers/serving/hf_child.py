@@ -41,7 +41,8 @@ def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
     loaded_eos = tokenizer.init_kwargs.get("eos_token")  # eos_token may have been changed since
     loaded_eos = tokenizer.get_vocab().get(str(getattr(loaded_eos, "content", loaded_eos)))
     config_eos = getattr(generation_config, "eos_token_id", None)
-    for token_id in [tokenizer.eos_token_id, loaded_eos, *(config_eos if isinstance(config_eos, list) else [config_eos])]:
+    for token_id in [tokenizer.eos_token_id, loaded_eos,
+                     *(config_eos if isinstance(config_eos, list) else [config_eos])]:
         if isinstance(token_id, int) and token_id not in ids:
             ids.append(token_id)
     return ids

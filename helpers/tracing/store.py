@@ -313,7 +313,8 @@ class LocalTraceServer:
         if f.get("op_names"):
             exact = {n for n in f["op_names"] if not n.endswith(":*")}
             prefixes = tuple(n[:-1] for n in f["op_names"] if n.endswith(":*"))
-            calls = [c for c in calls if c.get("op_name") in exact or c.get("op_name", "").startswith(prefixes or ("\0",))]
+            calls = [c for c in calls if c.get("op_name") in exact or c.get("op_name",
+                                                                            "").startswith(prefixes or ("\0",))]
         if req.get("query"):
             warnings.warn("the local trace store ignores `query`; use `filter` (op_names, trace_ids, "
                           "parent_ids, call_ids, trace_roots_only)", stacklevel=3)

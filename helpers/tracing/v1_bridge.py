@@ -247,7 +247,8 @@ def log_run(client: Any, run_dir: str | Path) -> Any:
                 "verifiers.v1.model_call", {"messages": [_message(m) for m in sent], "model": call.model,
                                             **(call.sampling.model_dump(exclude_none=True) if call.sampling else {})},
                 parent=rollout, use_stack=False, started_at=_time(call.time.start))
-            output = {"model": call.model, "choices": [{"message": _message(reply), "finish_reason": call.finish_reason}]
+            output = {"model": call.model,
+                      "choices": [{"message": _message(reply), "finish_reason": call.finish_reason}]
                       if reply is not None else []}
             if call.usage:
                 output["usage"] = {"prompt_tokens": call.usage.prompt_tokens,
@@ -263,7 +264,8 @@ def log_run(client: Any, run_dir: str | Path) -> Any:
             client.finish_call(score_call, reward.model_dump() if reward is not None else None,
                                ended_at=_time(scoring.end))
         error = trace.errors[-1] if trace.errors else None
-        client.finish_call(rollout, {"reward": trace.reward, "metrics": {**{k: row[k] for k in trace.rewards}, **trace.metrics},
+        client.finish_call(rollout,
+                           {"reward": trace.reward, "metrics": {**{k: row[k] for k in trace.rewards}, **trace.metrics},
                                      "stop": trace.stop_condition, "ok": trace.ok},
                            ended_at=_time(scoring.end or trace.timing.agent.end),
                            exception=RuntimeError(f"{error.type}: {error.message}") if error else None)

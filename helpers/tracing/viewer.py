@@ -84,13 +84,15 @@ STYLE = """<style>
 .tvc .badges .reward{background:#e3f4e1} .tvc .badges .error{background:#fbe3e3}
 .tvc .msg{border-left:4px solid #bbb;background:#fafafa;margin:4px 0;padding:3px 8px}
 .tvc .msg.system{border-color:#9e9e9e} .tvc .msg.user{border-color:#3b7dd8}
-.tvc .msg.assistant{border-color:#2e9d4f;background:#f3fbf4} .tvc .msg.environment{border-color:#8a5cd1;background:#f7f3fd}
+.tvc .msg.assistant{border-color:#2e9d4f;background:#f3fbf4}
+.tvc .msg.environment{border-color:#8a5cd1;background:#f7f3fd}
 .tvc .msg.tool{border-color:#d9822b;background:#fdf6ee}
 .tvc .role{font-size:11px;font-weight:600;color:#555;text-transform:uppercase;letter-spacing:.03em}
 .tvc .text{white-space:pre-wrap;word-break:break-word;margin:0}
 .tvc .call{font-family:monospace;background:#fff3e0;border-radius:4px;padding:2px 6px;margin-top:3px}
 .tvc .kv{font-family:monospace;white-space:pre-wrap;word-break:break-word}
-.tvc details>summary{cursor:pointer;color:#555} .tvc pre.raw{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto}
+.tvc details>summary{cursor:pointer;color:#555}
+.tvc pre.raw{background:#f6f6f6;padding:.5em;max-height:24em;overflow:auto}
 .tvc table{border-collapse:collapse} .tvc td{padding:1px 10px 1px 0;vertical-align:top}
 </style>"""
 
@@ -146,7 +148,8 @@ def _folded(text: str, limit: int = FOLD_CHARS) -> str:
     if len(text) <= limit:
         return f"<div class='text'>{html.escape(text)}</div>"
     return (f"<div class='text'>{html.escape(text[:limit])}</div><details><summary>… "
-            f"{len(text) - limit} more characters</summary><div class='text'>{html.escape(text[limit:])}</div></details>")
+            f"{len(text) - limit} more characters</summary><div "
+            f"class='text'>{html.escape(text[limit:])}</div></details>")
 
 
 def _tool_call_text(call: Any) -> str:
