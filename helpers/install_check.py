@@ -204,7 +204,7 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
                  f"({whole.file}{'; ' + setting if setting else ''})")
         return _memory_verdict(machine, need, found)
     own = measured(machine.precision)
-    run = own or measured("bfloat16")  # no file in this precision (float32, today): bfloat16's figure, said so
+    run = own or measured("bfloat16")  # no file in this precision: bfloat16's figure, said so
     if run is None or run.peak_rss_gb is None:
         return True, f"not measured: {have}; no result file records notebook 02's peak memory"
     where = run.file if own else f"in bfloat16, {run.file}; {machine.precision} not measured"

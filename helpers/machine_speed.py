@@ -58,7 +58,7 @@ def notebook_memory() -> NotebookMemory | None:
 
 
 # One multiplication of the benchmark: 1024 tokens through SmolLM2-135M's MLP projection (hidden 576, MLP 1536),
-# the kind of product that dominates notebook 02's update. 1.8 GFLOP: ~12 ms in float32 on 2 cores.
+# the kind of product that dominates notebook 02's update: 1.8 GFLOP, a few milliseconds on 2 cores.
 SHAPE = (1024, 576, 1536)
 
 
@@ -66,7 +66,7 @@ def matmul_gflops(dtype: str = "float32", seconds: float = 1.0, threads: int | N
     """GFLOP/s of torch's CPU matrix multiply of SHAPE in `dtype` ("float32" or "bfloat16"), repeated for about
     `seconds` after one warm-up product. threads: torch threads for the benchmark (None: torch's current count).
 
-    A CPU without bfloat16 instructions emulates bfloat16 (about 10x slower): when the warm-up alone takes
+    A CPU without bfloat16 instructions emulates bfloat16 (an order of magnitude slower): when the warm-up alone takes
     `seconds` or more, its time is the figure, so the benchmark never runs much past max(seconds, one product).
     """
     import torch

@@ -55,7 +55,7 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")  # what d
 
 
 def cpu_flags() -> dict:
-    """Which of CPU_FLAGS this CPU has (bfloat16 is ~14x slower than float32 without avx512_bf16/AMX)."""
+    """Which of CPU_FLAGS this CPU has (without avx512_bf16 or AMX, bfloat16 is emulated: far slower than float32)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -220,7 +220,7 @@ def hack_table(records: dict[str, dict]) -> pd.DataFrame:
     (lenient) and the signs in the same sampled replies (2+ lines holding '####', cut at the token cap), each
     before -> after with the change's paired 95% bootstrap interval over problems, and each seed's (seeds can
     find different ways), with the '####' format and the greedy replies' 2+ '####' lines beside them; the
-    constant answer and wrong '####' answers where the file measured them (files since 2026-12-06)."""
+    constant answer and wrong '####' answers where the file measured them."""
     import pandas as pd
 
     def change(s: dict, key: str) -> str:

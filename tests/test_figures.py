@@ -53,17 +53,6 @@ class Claim:
         return f"{self.stated_in}: /{self.pattern}/ <- {self.result}"
 
 
-def case(**match) -> Callable[[dict], float]:
-    """seconds_per_update of the one case whose fields equal `match`."""
-    def read(data: dict) -> float:
-        (found,) = [c for c in data["cases"] if all(c.get(k) == v for k, v in match.items())]
-        return found["seconds_per_update"]
-    return read
-
-
-
-
-THREADS = "update-threads-2026-12-05.json"
 INSTALL = "install-2026-12-06.json"  # benchmarks/bench_install.py: the locks, a fresh install, the CUDA build's size
 CLAIMS = [
     # the test command (README)
@@ -76,23 +65,6 @@ CLAIMS = [
           lambda d: d["pytest_seconds"], 0.5),
     Claim(INSTALL_DOC, r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
           lambda d: d["wall_minutes"], 0.05),
-    # the rule for torch threads (helpers/grpo/backends.py)
-    Claim("helpers/grpo/backends.py", r"idle, 2 threads ([\d.]+) s", THREADS, case(busy_processes=0, threads=2), 0.005),
-    Claim("helpers/grpo/backends.py", r"idle, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
-          case(busy_processes=0, threads=1), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads ([\d.]+) s", THREADS,
-          case(busy_processes=1, threads=2), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 1 busy process, 2 threads [\d.]+ s and 1 thread ([\d.]+) s", THREADS,
-          case(busy_processes=1, threads=1), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 2, ([\d.]+) s", THREADS, case(busy_processes=2, threads=2), 0.005),
-    Claim("helpers/grpo/backends.py", r"beside 2, [\d.]+ s and ([\d.]+) s", THREADS, case(busy_processes=2, threads=1),
-          0.005),
-    # float32 on the CPU (helpers/grpo/backends.py)
-    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: ([\d.]+) s instead of", "update-batch1-2026-12-03.json",
-          case(bf16=True), 0.05),
-    Claim("helpers/grpo/backends.py", r"1 x 330 tokens: [\d.]+ s instead of ([\d.]+) s",
-          "update-batch1-2026-12-03.json",
-          case(bf16=False, gradient_checkpointing=True), 0.05),
     # notebook 02's CI parameters (tests/test_notebook_02.py)
     Claim("tests/test_notebook_02.py", r"a share of ([\d.]+) of the groups had equal rewards",
           "learnability-arith-short-bf16-2026-12-05.json",

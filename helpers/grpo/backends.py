@@ -88,7 +88,7 @@ def choose_backend(backend: str = "auto", gpus: int | None = None,
 
 GPU_MODEL = "Qwen/Qwen3-0.6B-Base"  # the one-GPU backend's model (see start_model)
 # What a transformers model folder holds: weights, configs, tokenizer files, and the chat template,
-# which transformers 4.57 saves as chat_template.jinja (no longer inside tokenizer_config.json).
+# which transformers 4.57 saves as chat_template.jinja, beside tokenizer_config.json.
 MODEL_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
 
 
@@ -152,7 +152,7 @@ def cpu_precision(precision: str = "auto", cpuinfo: str | None = None,
 
     "auto": ACCELERATE_MIXED_PRECISION where the learner set it ("no" or "bf16"), else bfloat16 where the CPU
     has bfloat16 instructions (`cpu_has_bf16`) and float32 elsewhere. "bfloat16" is refused on a CPU without
-    them: it would be emulated, about 14x slower for an update (update-batch1-2026-12-03.json).
+    them: it would be emulated, an order of magnitude slower (benchmarks/bench_update.py --bf16 measures it).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
@@ -181,15 +181,12 @@ def device_settings(backend: str, tokenizer=None, capability: tuple[int, int] | 
     """The GRPOConfig arguments that differ between the CPU and a GPU, and where generation stops.
 
     cpu: `precision` ("auto", "float32" or "bfloat16": `cpu_precision`), or bfloat16 iff `cpu_bf16` where that
-    is given (what-ifs and tests). With bfloat16 instructions a step of notebook 02's design took 16.1 s in
-    bfloat16 against 28.0 s in float32 (2 cores of an AMD EPYC with avx512_bf16,
-    benchmarks/results/learnability-timing-2026-12-05.json); without them bfloat16 is emulated, 14x slower
-    for an update on an AVX2 CPU (1 x 330 tokens: 77.4 s instead of 5.5 s on 2 cores,
-    benchmarks/results/update-batch1-2026-12-03.json, benchmarks/bench_update.py --bf16), and TRL's GRPOConfig
-    turns it on by default: so the CPU settings always say which one they use.
-    Gradient checkpointing (TRL's default) stays on: without it an update of the default batch was
-    barely faster (24.3 s instead of 25.3 s on 2 cores) and peak memory rose from 5.0 to 8.7 GB
-    (benchmarks/results/update-batch8-2026-12-03.json, written by benchmarks/bench_update.py).
+    is given (what-ifs and tests). With bfloat16 instructions bfloat16 autocast makes a step faster; without
+    them bfloat16 is emulated and an update is an order of magnitude slower, and TRL's GRPOConfig turns it on by
+    default: so the CPU settings always say which one they use (benchmarks/bench_learnability.py --time-steps
+    and benchmarks/bench_update.py --bf16 measure both).
+    Gradient checkpointing (TRL's default) stays on: without it an update is barely faster and its peak memory
+    far higher (benchmarks/bench_update.py).
     gpu: what `one_gpu_plan` decides for this GPU (capability, memory_gib: None reads GPU 0):
     bfloat16 autocast on 8.0+ GPUs, else float16 (Colab's T4, 7.5); gradient accumulation over
     small micro-batches; vLLM colocate where vllm is installed and the GPU has bfloat16.
@@ -265,7 +262,7 @@ def release_trainer(trainer):
     trainer.accelerator.free_memory()
     trainer.model = trainer.model_wrapped = trainer.optimizer = trainer.lr_scheduler = None
     # transformers' CallbackHandler keeps its own model, optimizer and scheduler: left there, Adam's state (twice the
-    # weights: 1.1 GB for the 135M model in float32) outlived the trainer in notebook 02's kernel
+    # weights) would outlive the trainer in notebook 02's kernel
     handler = getattr(trainer, "callback_handler", None)
     if handler is not None:
         handler.model = handler.optimizer = handler.lr_scheduler = None
@@ -296,13 +293,10 @@ def default_threads(samples: int = 4, sample_s: float = 0.5) -> int:
     """How many torch threads (and policy-server threads) to use: $COURSE_THREADS when set, else every core
     except those other programs keep busy through the whole 2-second sample (busy in each of its 4 parts).
 
-    Why, measured (benchmarks/results/update-threads-2026-12-05.json, benchmarks/bench_update.py --threads 1 2
-    --busy 0 1 2; one float32 update, AMD EPYC, 2 cores, AVX2): idle, 2 threads 3.51 s and 1 thread 5.16 s;
-    beside 1 busy process, 2 threads 8.42 s and 1 thread 5.01 s; beside 2, 16.98 s and 7.87 s. Threads that
-    fight other programs for cores cost up to 2.2x, a core left idle 1.5x: neither rule can cost 10x (that
-    was bfloat16 emulation: device_settings). What the old rule got wrong was one 2-second average, in which
-    a short burst of another program left a core idle for a whole training run; a burst now counts only if it
-    lasts all four samples."""
+    Why: threads that fight other programs for cores slow an update more than a core left idle does
+    (benchmarks/bench_update.py --threads 1 2 --busy 0 1 2 measures both), so a busy core is left out; and a
+    core counts as busy only when it is busy in all four samples, so a short burst of another program does not
+    leave a core idle for a whole training run."""
     import psutil
 
     fixed = fixed_threads()

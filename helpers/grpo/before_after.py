@@ -64,7 +64,7 @@ def eval_setup(before_run: str, variant: str, num_eval_examples: int, eval_max_t
 def weight_change(before_dir: str | Path, after_dir: str | Path) -> dict:
     """How much training moved the weights: tensors changed, largest change, relative L2 change. Read one
     tensor pair at a time with plain reads: two whole models at once, or safetensors' memory map (whose pages
-    stay resident until the file is closed: +1.0 GB here), would set the run's memory peak on an 8 GB laptop."""
+    stay resident until the file is closed) would set the run's memory peak on an 8 GB laptop."""
     changed, max_abs, diff_sq, norm_sq = 0, 0.0, 0.0, 0.0
     with SafetensorsReader(Path(before_dir) / "model.safetensors") as before, \
             SafetensorsReader(Path(after_dir) / "model.safetensors") as after:

@@ -1,7 +1,7 @@
 """Resident memory of a process and the processes it started, sampled together.
 
-`PeakMemory` is what the benchmarks record (issue 39: notebook 02 must fit an 8 GB laptop, kernel and llama.cpp
-server together): a background thread reads the resident set size (RSS) of this process and of every process
+`PeakMemory` is what the benchmarks record (notebook 02 must fit an 8 GB laptop, kernel and llama.cpp server
+together): a background thread reads the resident set size (RSS) of this process and of every process
 below it every `interval_s`, and keeps the largest values and the largest sum. A training script's children are
 its model servers; a notebook runner's are the kernel and the kernel's servers.
 """
@@ -73,8 +73,8 @@ class HeapTrimmer:
     resident (`trim` trims at once, whatever the slack).
 
     Why: glibc keeps freed memory resident for reuse, and a training step frees and allocates GBs of 1-30 MB
-    tensors between ones that live on, so the heap's holes grow the step's peak far above what is in use (an 8 GB
-    laptop runs notebook 02's kernel and its server in 3.5 GB). Trimming at every boundary, or giving every large
+    tensors between ones that live on, so the heap's holes grow the step's peak far above what is in use (and
+    notebook 02's kernel and its server must fit an 8 GB laptop). Trimming at every boundary, or giving every large
     block its own mapping, keeps the peak near what is in use but makes the system hand out and zero every page
     again: trimming only past the most held in use so far plus the slack bounds the peak the same way, while most
     boundaries pass untrimmed.

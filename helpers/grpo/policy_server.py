@@ -2,11 +2,11 @@
 
 verifiers trains with two processes: an inference server (`vf-vllm`) samples the rollouts, and
 the trainer sends it the new weights after every optimizer step. On a CPU the course does the same
-with llama.cpp, which samples several sequences at once in half the time of transformers' generate:
+with llama.cpp, which samples several sequences at once faster than transformers' generate (benchmarks/bench_grpo.py
+compares the two):
 
 - `sync(model, step)` writes the trainer's current weights as a GGUF (float16 by default, see
-  helpers.serving.gguf_export) and restarts the llama.cpp server on it: about 2 s for 135M on 2 cores
-  (benchmarks/results/grpo-2026-12-03.json);
+  helpers.serving.gguf_export) and restarts the llama.cpp server on it (`last_sync_s` says how long it took);
 - `complete(prompt_ids, n=...)` samples `n` completions per prompt as token ids, with the
   log-probability the server's model gave each sampled token (before temperature); one request per
   prompt (llama.cpp's `n_cmpl`): the prompt is read once and its n completions sampled side by side;
@@ -154,13 +154,12 @@ class PolicyServer(_StoppedOnExit):
     measured_rate: float | None = field(default=None, init=False)
     # A request's wait (request_wait_s) is SLACK times what max_tokens needs at that speed, at least MIN_WAIT_S
     # (reading the prompt), and at most MAX_WAIT_S. The speed counts as at least MIN_RATE, which is also the
-    # guess before the first batch: 8 slots of the 135M model on 2 busy cores make about 5-15 tokens/s each
-    # (on 2 idle cores 4 slots made 21-28: benchmarks/results/endpoint-2026-12-03.json). So the wait is at
-    # most 2 s a token, and a hung server is named (the wait, then the retry's twice as long) within
-    # 3 x max(60 s, 2 s x max_tokens), 30 minutes at most: within 4.8 minutes for 48 tokens, 3 minutes once
-    # the server has shown 8 tokens/s or more. A slow server is still waited for: one at 0.5 tokens/s a
-    # sequence (two llama.cpp servers on the same 2 cores fell to under 1) completes 48 tokens at the
-    # first try, and any one at least SLACK times slower than the batch before at the second.
+    # guess before the first batch: a low rate for the 135M model's slots on 2 busy cores (benchmarks/bench_endpoint.py
+    # measures the rates). So the wait is at most 2 s a token, and a hung server is named (the wait, then the
+    # retry's twice as long) within 3 x max(MIN_WAIT_S, 2 s x max_tokens), each wait MAX_WAIT_S at most. A slow server
+    # is still waited for: one at a tenth of MIN_RATE a sequence (as when two llama.cpp servers share the same 2 cores)
+    # completes 48 tokens at the first try, and any one at least SLACK times slower than the batch before at the
+    # second.
     SLACK: ClassVar[float] = 10.0
     MIN_RATE: ClassVar[float] = 5.0
     MIN_WAIT_S: ClassVar[float] = 60.0
@@ -253,8 +252,8 @@ class PolicyServer(_StoppedOnExit):
         jobs = [(index * n + first, prompt, min(per_request, n - first))
                 for index, prompt in enumerate(prompts) for first in range(0, n, per_request)]
         # Not `with pool: pool.map(...)`: its exit waits for every job, so after the first failure the queued
-        # ones each waited their own bound (a hung server was named after twice the stated bound), and the
-        # interrupt button reached the caller only then. The first failure (or a press) cancels what waits.
+        # ones would each wait their own bound (a hung server named only after twice the stated bound), and the
+        # interrupt button would reach the caller only then. The first failure (or a press) cancels what waits.
         pool = ThreadPoolExecutor(max(1, self.parallel // per_request))
         try:
             futures = [pool.submit(one, job) for job in jobs]

@@ -96,7 +96,7 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
             repetition_penalty=self.repetition_penalty, seed=self.args.seed * 100_003 + self.state.global_step * 1000)
         self.last_sampling_logprobs = [c.logprobs for c in completions]
         # Nothing samples until the next step, whose sync starts the server again on the new weights: stopped
-        # now, its memory (~0.4 GB) is free for the update, the step's peak (issue 39: an 8 GB laptop).
+        # now, its memory is free for the update, the step's peak (notebook 02 must fit an 8 GB laptop).
         self.policy_server.stop()
         return prompt_ids, [c.token_ids for c in completions], None, {}
 

@@ -54,7 +54,7 @@ def plot_before_after(table: pd.DataFrame, components: list[str]) -> Figure:
 
 
 # behaviour() columns: the right number (last in the reply, or after '####'), the format, and the signs of a reward
-# earned another way than by answering right (issue 40): replies cut at the cap (a reward that pays for the gold
+# earned another way than by answering right: replies cut at the cap (a reward that pays for the gold
 # number anywhere pays for long lists of numbers), 2+ '####' lines (a format term earned by repeating it), one
 # constant answer ('#### 9' to every problem collects a format term whatever the answer) and wrong '####' answers
 RIGHT, RIGHT_HASH = "right number (last in the reply)", "right number after '####'"

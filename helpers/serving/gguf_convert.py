@@ -1,5 +1,5 @@
 """Turn the packaged SmolLM2 GGUF into a transformers folder, once, cached under runs/models/ (or under
-$COURSE_MODELS_DIR: the tests share one conversion, ~20 s each, among all the runs folders they make).
+$COURSE_MODELS_DIR: the tests share one conversion among all the runs folders they make).
 
 The local endpoint serves a GGUF with llama.cpp; CPU training needs the same weights as a
 transformers model. transformers can read a GGUF (`gguf_file=`, needs the `gguf` package) and
@@ -41,8 +41,8 @@ CHECK_PROMPT = [
      "On the last line, write the final answer as '#### <number>'."},
     {"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"},
 ]
-# How long a second process waits for another's conversion (~20 s to a minute on 2 cores, a few on a busy
-# machine) before it gives up with a message.
+# How long a second process waits for another's conversion (a conversion takes seconds to minutes, longer on a
+# busy machine) before it gives up with a message.
 LOCK_WAIT_S = 600.0
 
 

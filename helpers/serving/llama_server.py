@@ -103,9 +103,8 @@ class LocalModelServer(ChildServer):
     parallel: int = 4  # request slots served concurrently (continuous batching)
     ctx_per_slot: int = 2048
     batch: int | None = None  # llama.cpp's n_batch/n_ubatch; None: its defaults (benchmarks/bench_endpoint.py)
-    # Threads' busy-polling level, 0-100 (llama.cpp's default: 50). 0: with 2 cores shared with the
-    # kernel, one stream ran at 92 tokens/s instead of 69, 4 streams at 111 instead of 85
-    # (benchmarks/results/endpoint-2026-12-03.json, benchmarks/bench_endpoint.py).
+    # Threads' busy-polling level, 0-100 (llama.cpp's default: 50). 0: on 2 cores shared with the kernel, threads
+    # that poll take cores the other streams need; 0 serves faster there (benchmarks/bench_endpoint.py measures it).
     poll: int | None = 0
     chat_template: str | None = None  # a Jinja chat template instead of the GGUF's own (e.g. one with tools)
     startup_timeout_s: float = 60.0
@@ -209,7 +208,7 @@ _started: weakref.WeakValueDictionary[int, LocalModelServer] = weakref.WeakValue
 def drop_abandoned_requests() -> list[LocalModelServer]:
     """After an interrupted call: a local server still generating replies nobody waits for is restarted, so the
     next cell does not queue behind them (xllamacpp 2026.10 finishes a non-streamed request whose client has
-    closed the connection: 83 s of 400-token replies after an interrupted evaluation, issue 38). Same port and
+    closed the connection: an interrupted evaluation would leave minutes of replies to generate). Same port and
     key, so the clients made before keep working; a few seconds. Returns the servers it restarted."""
     restarted = []
     for server in list(_started.values()):

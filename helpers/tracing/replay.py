@@ -177,8 +177,8 @@ def replay(store_path: str | Path, server: Any, *, project_id: str | None = None
     the replay from the refused record on (see `_plan`): a call that never ended cannot go
     (`Replayed.unfinished` names it). Records the reader skips are not sent (`Replayed.skipped`).
     That the target demanded whole calls is remembered beside the store (`<store>.upload-modes.json`, by
-    project), and a later replay to it starts in that mode: a resume that began with single records sent the
-    lone end of a call whose start had not gone yet, and where a server took it, that call never arrived whole.
+    project), and a later replay to it starts in that mode: a resume that began with single records would send the
+    lone end of a call whose start has not gone yet, and a server that took it would never get that call whole.
 
     `skip=n` leaves out what the first n records of the store's order sent (to finish an interrupted
     replay; a whole call counts at the later of its start and end). If sending fails part-way,

@@ -119,7 +119,7 @@ def read_run(run_dir: str | Path) -> tuple[dict, list]:
         except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             warnings.warn(f"v1 run {config_path}: its saved config cannot be read ({type(e).__name__}); "
                           "the run's calls are written without it", stacklevel=2)
-        if not isinstance(config, dict):  # a list or null: .get() on it was a bare AttributeError in log_run
+        if not isinstance(config, dict):  # a list or null: .get() on it would be a bare AttributeError in log_run
             warnings.warn(f"v1 run {config_path}: its saved config is {type(config).__name__}, not a JSON object; "
                           "the run's calls are written without it", stacklevel=2)
             config = {}

@@ -177,8 +177,8 @@ def fast_op_check_on_python_311() -> None:
 
     weave 0.54's `is_op` is `isinstance(obj, Op)` against a runtime Protocol before Python 3.12, and
     3.11 recomputes the protocol's members on every such check. Saving a traced call runs it for
-    every attribute of every object passed, so tracing a 16-rollout evaluation spent 13 s of CPU
-    there (cProfile, 2 cores). On 3.12+ weave checks `hasattr` for Op's annotated attributes.
+    every attribute of every object passed, which makes tracing an evaluation spend seconds of CPU there.
+    On 3.12+ weave checks `hasattr` for Op's annotated attributes.
     """
     if sys.version_info >= (3, 12):
         return
