@@ -6,7 +6,8 @@
 - `grpo/`: notebook 02's training (where it runs, rewards, rollouts, memory, run folders, and how a run is shown);
 - `checks/`: the exercise checks;
 - beside them one module an idea: `evaluation`, `eval_views`, `gsm8k_env`, `install_check`, `machine_speed`,
-  `modes`, `notebook_runner`, `parameters`, `paths`, `quiet`, `results`, `scrubbing`, `charts`, `worker_thread`.
+  `modes`, `notebook_runner`, `parameters`, `paths`, `quiet`, `results`, `reward_choice`, `scrubbing`, `charts`,
+  `worker_thread`.
 
 `import helpers` is cheap: each name below is imported from its module when a cell first uses it, so that a
 script which needs one corner of the package (the GPU trainer imports helpers.tracing.session; a verifiers 0.4
@@ -45,6 +46,8 @@ _EXPORTS = {
     "TracingSession": "helpers.tracing.session", "init_tracing": "helpers.tracing.session",
     "open_local_traces": "helpers.tracing.session", "upload_local_traces": "helpers.tracing.session",
     "in_worker_thread": "helpers.worker_thread", "run_sync": "helpers.worker_thread",
+    "fix_runs": "helpers.reward_choice", "reward_note": "helpers.reward_choice",
+    "which_reward": "helpers.reward_choice",
 }
 _notebook_ready = False
 

@@ -17,7 +17,6 @@ from helpers.checks import notebook_02_loss as checks_02
 from helpers.evaluation import EvalRun
 from helpers.grpo import run_folder, server_rollouts
 from helpers.grpo.gpu_recipes import recipe_settings, train_with_verifiers
-from helpers.grpo.reward_choice import fix_runs, reward_note, which_reward
 from helpers.grpo.training_log import _draw_cut, _draw_rewards, plot_metrics
 from helpers.grpo.verdict import (
     CONSTANT,
@@ -33,6 +32,7 @@ from helpers.grpo.verdict import (
     what_it_learned,
 )
 from helpers.results import KINDS, arms_table, result_record, seeds_table
+from helpers.reward_choice import fix_runs, reward_note, which_reward
 
 # ----------------------------------------------------------------------------- the verdict, branch by branch
 
