@@ -1,16 +1,11 @@
-"""Checks of notebook 03's feedback exercises: the feedback message's hints, the environment's is_completed and
-env_response, and the turn discount. Each runs the learner's function next to the reference on real rollouts:
-the feedback environment's loop replayed with scripted model turns over GSM8K's gold answers of both splits
-(commas and negative ones among them; notebook_03_replays). None means right, else the first input where the
-two part, and the mistake it points at. The tool exercise's check: notebook_03_tools; the environment as a
-module: notebook_03_module."""
+"""Checks of notebook 03's feedback exercises: the feedback message's hints, and the environment's is_completed and
+env_response. Each runs the learner's function next to the reference on real rollouts: the feedback environment's
+loop replayed with scripted model turns over GSM8K's gold answers of both splits (commas and negative ones among
+them; notebook_03_replays). None means right, else the first input where the two part, and the mistake it points
+at. The other exercises' checks: notebook_03_discount, notebook_03_tools, notebook_03_module."""
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import inspect
-import math
 import re
 from collections.abc import Callable
 
@@ -19,7 +14,6 @@ from helpers.checks.notebook_03_replays import (
     ROLLOUT_STATE,
     NotAReply,
     NotAwaitable,
-    Replay,
     _judged,
     _method_references,
     _notebook_env,
@@ -31,7 +25,6 @@ from helpers.checks.notebook_03_replays import (
 )
 from helpers.checks.own_code import not_your_own
 from helpers.checks.real_inputs import (
-    call_reward,
     gold_hint,
     gsm8k_golds,
     near_misses,
@@ -48,12 +41,6 @@ def _course_feedback_message():
     from gsm8k_feedback import feedback_message
 
     return feedback_message
-
-
-def _discount_references() -> tuple:
-    from gsm8k_feedback import FinalAnswerParser, make_rubric
-
-    return (make_rubric(FinalAnswerParser()).get_reward_funcs()[0], _discounted_reference)
 
 
 # ----------------------------------------------------------------------------- feedback that helps
@@ -339,98 +326,3 @@ def feedback_is_completed(is_completed: Callable) -> str | None:
 def feedback_env_response(env_response: Callable) -> str | None:
     """env_response(self, messages, state), awaited: parse the last model turn, set state['solved'], reply."""
     return _first_difference("env_response", env_response)
-
-
-# ----------------------------------------------------------------------------- pay less for every extra turn
-
-DISCOUNTS = (0.5, 0.25, 0.9)  # the notebook's default first
-
-
-def _discounted_reference(parser, completion, answer, discount: float) -> float:
-    """The solution's discounted_correct."""
-    from gsm8k_course import correct_answer
-
-    return correct_answer(parser, completion, answer) * discount ** (len(parser.get_assistant_messages(completion)) - 1)
-
-
-@contextlib.contextmanager
-def _notebook_discount(func: Callable, value: float):
-    """The notebook's `discount` parameter set to `value` while `func` runs, when `func` reads it (a global of its
-    module): the exercise's function has no discount argument of its own."""
-    namespace = getattr(func, "__globals__", {})
-    if "discount" not in namespace:
-        yield
-        return
-    before = namespace["discount"]
-    namespace["discount"] = value
-    try:
-        yield
-    finally:
-        namespace["discount"] = before
-
-
-@checks_exercise("03-turn-discount")
-def turn_discount(discounted_correct: Callable[..., float]) -> str | None:
-    """discounted_correct(parser, completion, answer, ...): 1.0 on turn 1, `discount` times less per extra model
-    turn; called as the rubric calls it, on the reference environment's rollouts, at several discounts."""
-    from gsm8k_feedback import FinalAnswerParser
-
-    if not callable(discounted_correct):
-        return ("discounted_correct should be a reward function: "
-                "def discounted_correct(parser, completion, answer, **kwargs)")
-    own = not_your_own(discounted_correct, references=_discount_references())
-    if own:
-        return own
-    parser = FinalAnswerParser()
-    replays = [(f"max_turns={max_turns}, gold answer {gold!r}, the model {what}", replay)
-               for (max_turns, gold, what), replay in _reference_replays().items() if replay.state is not None]
-    takes_discount = "discount" in inspect.signature(discounted_correct).parameters
-    sees_discount = takes_discount or "discount" in getattr(discounted_correct, "__globals__", {})
-    for discount in DISCOUNTS if sees_discount else DISCOUNTS[:1]:  # only a discount it sees can change it
-        for case, replay in replays:
-            expected = _discounted_reference(parser, replay.completion, replay.state["answer"], discount)
-            arguments = {"parser": parser, "completion": copy.deepcopy(replay.completion),
-                         "answer": replay.state["answer"], "state": copy.deepcopy(replay.state),
-                         "prompt": copy.deepcopy(replay.state["prompt"])}
-            if takes_discount:
-                arguments["discount"] = discount
-            try:
-                with _notebook_discount(discounted_correct, discount):
-                    got = call_reward(discounted_correct, **arguments)
-            except Exception as e:  # noqa: BLE001 - the hint names what went wrong
-                why = gold_hint(replay.state["answer"])
-                said = f"with {case} (discount={discount}), it raised {type(e).__name__}: {e}"
-                return said + (f"; {why}" if why else "")
-            if not math.isclose(got, expected, abs_tol=1e-9):
-                return (f"with {case} (discount={discount}): {_transcript(replay.said)}; it earned {got}, expected "
-                        f"{expected}: " + _discount_mistake(parser, replay, got, expected, discount))
-    return None
-
-
-def _discount_mistake(parser, replay: Replay, got: float, expected: float, discount: float) -> str:
-    """The mistake behind a discounted reward that differs from the reference's."""
-    from gsm8k_course import correct_answer
-
-    completion, gold = replay.completion, replay.state["answer"]
-    right = correct_answer(parser, completion, gold)
-    turns = len(parser.get_assistant_messages(completion))
-    replies = sum(m["role"] == "user" for m in completion)
-    if expected == 0.0:
-        return ("a rollout that never got it right should earn 0: judge the last answer with correct_answer(parser, "
-                "completion, answer), which compares the numbers exactly")
-    mistakes = [
-        (len(completion) - 1, ("count the MODEL's turns (parser.get_assistant_messages), not the messages: a "
-                               "real rollout ends with the environment's 'Correct.'")),
-        (turns, "count the MODEL's turns, and pay discount ** (turns - 1): the first turn earns 1.0"),
-        (replies, "count the MODEL's turns, not the environment's replies"),
-        (replies - 1, ("count the model's turns, not the environment's replies: the last allowed turn gets no "
-                       "'Correct.' after it")),
-    ]
-    for exponent, why in mistakes:
-        if math.isclose(got, right * discount ** exponent):
-            return why
-    if discount != 0.5 and math.isclose(got, right * 0.5 ** (turns - 1)):
-        return (f"it paid as if the discount were 0.5, with the notebook's `discount` at {discount}: use the "
-                "parameter `discount`, not a number")
-    return "; ".join(filter(None, ["pay correct_answer(parser, completion, answer) * discount ** (model turns - 1)",
-                                   gold_hint(gold)]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from helpers.checks.notebook_03 import _discount_references
+from helpers.checks.notebook_03_discount import _discount_references
 from helpers.checks.notebook_03_replays import (
     QUIET,
     _judged_with_hints,
