@@ -1,13 +1,14 @@
-"""Where notebook 02 trains: the backend for this machine's GPUs, and what differs on a GPU.
+"""Where notebook 02 trains, and what differs there: the backend for this machine (the CPU or its GPUs), the CPU's
+precision and threads.
 
 - `choose_backend("auto")`: "cpu" (no CUDA GPU), "gpu" (one, or GPU 0 of several without bfloat16),
   "verifiers" (two or more of compute capability 8.0+: verifiers' own recipe, helpers.grpo.launcher);
 - `start_model`: the weights training starts from (the local GGUF converted, or the hub's model);
-- `device_settings`, `one_gpu_plan`, `eval_server_dtype`, `lora_config`: the GRPOConfig arguments, the
-  memory plan and the evaluation server's dtype on a GPU; `release_trainer` frees a GPU after training.
+- `cpu_precision`: float32 or bfloat16 autocast on this CPU; `default_threads`: the cores training may use;
+- `device_settings`, `lora_config`: the GRPOConfig arguments that differ by backend (on a GPU from
+  helpers.grpo.gpu_plan); `release_trainer` frees the trainer's memory after training.
 
-Notebook 02's cells reach these through helpers.grpo, which hands them on. None of the GPU paths has run
-on a GPU yet (scripts/gpu_smoke.py checks them on one).
+None of the GPU paths has run on a GPU yet (scripts/gpu_smoke.py checks them on one).
 """
 
 from __future__ import annotations
