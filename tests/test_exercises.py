@@ -21,7 +21,7 @@ from test_notebook_03 import CI_PARAMETERS as NOTEBOOK_03_CI
 
 from helpers.checks import CHECKS, _load_checks
 from helpers.checks.notebook_01 import _rollouts
-from helpers.checks.notebook_02 import _advantages as advantages
+from helpers.checks.notebook_02_advantages import _advantages as advantages
 from helpers.notebook_runner import NOTEBOOKS, execute
 
 ROOT = NOTEBOOKS.parent

@@ -625,7 +625,7 @@ def test_an_endless_iterator_as_the_answer_is_a_hint_not_a_full_memory(monkeypat
     import itertools
 
     from helpers import checks
-    from helpers.checks import notebook_02
+    from helpers.checks import notebook_02_advantages
 
     monkeypatch.setattr(checks, "TIME_LIMIT_S", 2.0)  # the old code's list stops here, at a few GB at most
     for endless in (itertools.count(), (float(i) for i in itertools.count())):
@@ -633,7 +633,7 @@ def test_an_endless_iterator_as_the_answer_is_a_hint_not_a_full_memory(monkeypat
         verdict = capsys.readouterr().out.splitlines()[-1]
         assert verdict.startswith("not yet — 02-group-advantages: your answer is an iterator"), verdict
         assert f"more than {checks.MAX_ITEMS:,} items" in verdict
-    checks.check("02-group-advantages", (a for a in notebook_02._advantages(notebook_02.GROUP)))
+    checks.check("02-group-advantages", (a for a in notebook_02_advantages._advantages(notebook_02_advantages.GROUP)))
     assert capsys.readouterr().out == "correct — 02-group-advantages\n"
 
 

@@ -33,8 +33,8 @@ from helpers.worker_thread import STILL_RUNNING, RaisedInterrupt, WorkerTimeout,
 TIME_LIMIT_S = 120.0  # a check runs the learner's code a few times, with real rubric calls: seconds, not minutes
 PRINT_LIMIT = 2000  # characters of what the learner's code prints while it is checked
 MAX_ITEMS = 10_000  # items read from an iterator given as the answer (an endless one would fill the memory)
-NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_02_loss", "notebook_03",
-                    "notebook_03_discount", "notebook_03_tools", "notebook_03_module", "notebook_04")
+NOTEBOOK_MODULES = ("notebook_00", "notebook_01", "notebook_02", "notebook_02_advantages", "notebook_02_loss",
+                    "notebook_03", "notebook_03_discount", "notebook_03_tools", "notebook_03_module", "notebook_04")
 
 
 
