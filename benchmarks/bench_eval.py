@@ -53,8 +53,8 @@ def main() -> None:
         print(f"{slots:>10} {concurrency:>14} {wall:>8.1f} {rps:>11.2f} {tps:>9.1f}")
     write_result("eval", info, {"rollouts": args.rollouts, "max_tokens": args.max_tokens, "runs": [
         {"n_parallel": slots, "max_concurrent": concurrency, "wall_s": round(wall, 1),
-         "rollouts_per_s": round(rps, 3), "tokens_per_s": round(tps,
-                                                                1)} for slots, concurrency, wall, rps, tps in rows]})
+         "rollouts_per_s": round(rps, 3), "tokens_per_s": round(tps, 1)}
+        for slots, concurrency, wall, rps, tps in rows]})
 
 
 if __name__ == "__main__":

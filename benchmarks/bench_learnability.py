@@ -463,8 +463,8 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         server.sync(model, step=step)
         return out
 
-    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="learnability",
-                                                            threads=threads) as server:
+    with (tempfile.TemporaryDirectory() as tmp,
+          PolicyServer(folder=Path(tmp), name="learnability", threads=threads) as server):
         server.sync(model, step=0)
         if not base_done:
             result["base"] = evaluations(0)
@@ -658,8 +658,8 @@ def explore(threads: int, n: int) -> list[dict]:
     torch.set_num_threads(threads)
     model, tokenizer = load_model(SETTINGS["arith"])
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, PolicyServer(folder=Path(tmp), name="explore",
-                                                            threads=threads) as server:
+    with (tempfile.TemporaryDirectory() as tmp,
+          PolicyServer(folder=Path(tmp), name="explore", threads=threads) as server):
         server.sync(model, step=0)
         for env_args, prompt, max_tokens in EXPLORE:
             try:

@@ -32,8 +32,8 @@ def main() -> None:
     if not REPO.fullmatch(new):
         raise SystemExit(f"{new!r} is not a GitHub path of the form owner/name")
     # Every place holds it as github.com/<repo>, github/<repo>, gh/<repo> or a quoted "<repo>" string.
-    patterns = [(f"{prefix}{COURSE_REPO}", f"{prefix}{new}") for prefix in ("github.com/", "github/", "gh/", '"',
-                                                                            '\\"')]
+    patterns = [(f"{prefix}{COURSE_REPO}", f"{prefix}{new}")
+                for prefix in ("github.com/", "github/", "gh/", '"', '\\"')]
     for path in files():
         text = original = path.read_text()
         for old, replacement in patterns:

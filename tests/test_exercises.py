@@ -214,8 +214,8 @@ def _boxed(kind):
             found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
             return float(bool(found) and canonical_number(found[0]) == canonical_number(answer))
         if kind == "any box":
-            return float(any(canonical_number(b) == canonical_number(answer) for b in re.findall(r"\\boxed\{([^{}]*)\}",
-                                                                                                 reply)))
+            boxes = re.findall(r"\\boxed\{([^{}]*)\}", reply)
+            return float(any(canonical_number(b) == canonical_number(answer) for b in boxes))
         if kind == "substring":
             found = re.findall(r"\\boxed\{([^{}]*)\}", reply)
             return float(bool(found) and answer in found[-1].replace(",", ""))
@@ -654,8 +654,8 @@ def _env_response(kind):
             return [{"role": "user", "content": f"Not yet: {parsed} is {'higher' if high else 'lower'} than the "
                      "answer. Try again."}], state
         if kind == "a copy of the state":  # also right: the rollout goes on with the state returned
-            return [{"role": "user", "content": "Correct." if right else "Not yet, try again."}], {**state,
-                                                                                                   "solved": right}
+            return ([{"role": "user", "content": "Correct." if right else "Not yet, try again."}],
+                    {**state, "solved": right})
         reply = [{"role": "assistant" if kind == "assistant reply" else "user",
                   "content": "Correct." if right else "Not yet, try again."}]
         if kind == "new state":

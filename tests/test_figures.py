@@ -500,8 +500,8 @@ def _reward_after_training(plan: dict) -> None:
 
 def _an_exercise_while_training(plan: dict) -> None:
     next(r for r in plan["session"]["rows"] if r.get("row") == "8")["exercises"] = ["02-no-signal"]
-    next(r for r in plan["session"]["rows"] if r.get("row") == "exercises")["exercises"] = ["02-reward-adapter",
-                                                                                            "02-group-advantages"]
+    next(r for r in plan["session"]["rows"] if r.get("row") == "exercises")["exercises"] = [
+        "02-reward-adapter", "02-group-advantages"]
 
 
 def _a_section_not_taken_home(plan: dict) -> None:

@@ -171,8 +171,8 @@ def test_start_model_downloads_every_file_of_a_model_folder(tmp_path, monkeypatc
 
     asked = {}
     monkeypatch.setattr(huggingface_hub, "snapshot_download",
-                        lambda repo_id, allow_patterns: asked.update(repo=repo_id,
-                                                                     patterns=allow_patterns) or str(tmp_path))
+                        lambda repo_id, allow_patterns:
+                        asked.update(repo=repo_id, patterns=allow_patterns) or str(tmp_path))
     assert start_model("gpu") == tmp_path and asked["repo"] == GPU_MODEL
     saved = tmp_path / "saved"
     AutoTokenizer.from_pretrained(convert_gguf(quiet=True)).save_pretrained(saved)

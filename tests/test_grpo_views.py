@@ -151,8 +151,8 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
     assert "not measured yet" in seeds_table("absent", results=results).columns
-    (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps({"base": {"n": 100},
-                                                                           "summary": {"seeds": [0]}}))
+    old_file = {"base": {"n": 100}, "summary": {"seeds": [0]}}
+    (tmp_path / "learnability-old-2026-12-05.json").write_text(json.dumps(old_file))
     said = seeds_table("old", block="confirm", results=results)
     assert said.loc["old", "not measured yet"] == "no 'confirm' block in its file"
     arms = arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)

@@ -436,8 +436,8 @@ def test_a_link_planted_in_the_home_hands_over_nothing(hub, tmp_path):
     secret_file.write_text("root's")
     secret_folder.mkdir()
     (secret_folder / "inside").write_text("root's")
-    before = {path: (path.stat().st_uid, path.stat().st_mode) for path in (secret_file, secret_folder,
-                                                                           secret_folder / "inside")}
+    before = {path: (path.stat().st_uid, path.stat().st_mode)
+              for path in (secret_file, secret_folder, secret_folder / "inside")}
     for name, target in (("file-link", secret_file), ("folder-link", secret_folder)):
         for place in (home / "course", home / "course" / "notebooks", home / "runs"):
             link = place / name

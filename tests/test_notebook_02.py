@@ -201,8 +201,8 @@ def test_the_loss_exercise_is_checked_against_the_trainers_own_loss(executed):
 
 @pytest.mark.notebook
 def test_the_live_view_left_its_final_chart(executed):
-    charts = [o for c in executed["notebook"]["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data",
-                                                                                                             {})]
+    charts = [o for c in executed["notebook"]["cells"] for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
     train_cell = next(c for c in executed["notebook"]["cells"] if "trainer.train(" in "".join(c["source"]))
     assert any("image/png" in o.get("data", {}) for o in train_cell["outputs"]), "no live chart in the training cell"
     assert len(charts) >= 3  # live view, metrics, before/after

@@ -111,6 +111,6 @@ def test_the_notebooks_tool_env_keeps_every_rollout_on_a_malformed_call():
 
     source = next(c["source"] for c in cells() if "tool_env = " in c["source"] and "no_tool_env" in c["source"])
     built = {node.targets[0].id: node.value.func.id for node in ast.parse(source).body
-             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func,
-                                                                                                 ast.Name)}
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and isinstance(node.value.func, ast.Name)}
     assert built["tool_env"] == "TolerantToolEnv" and issubclass(TolerantToolEnv, vf.ToolEnv)

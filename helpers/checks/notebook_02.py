@@ -260,9 +260,8 @@ def _reward_difference(func, cases, reference, adapter_call: bool) -> str | None
                             "calls it as f(parser=..., completion=..., answer=...) without await, and a coroutine is "
                             "not a number")
                 if float(result) != expected:
-                    return f"{case} it gave {result}, expected {expected}: " + "; ".join(filter(None,
-                                                                                                [what,
-                                                                                                 gold_hint(gold)]))
+                    return (f"{case} it gave {result}, expected {expected}: "
+                            + "; ".join(filter(None, [what, gold_hint(gold)])))
             got = call_reward(func, completion=copy.deepcopy(completion), answer=gold, parser=HashParser())
         except Exception as e:  # noqa: BLE001 - the hint names what went wrong
             return f"{case} it raised {type(e).__name__}: {e}" + (f"; {gold_hint(gold)}" if gold_hint(gold) else "")

@@ -11,7 +11,6 @@ W&B's included (that is how local traces are uploaded).
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import re
 import threading
 import urllib.parse
@@ -52,32 +51,13 @@ from weave.vendor.weave_server_sdk.types import (
 from weave.vendor.weave_server_sdk.types.call_read_response import Call
 
 from helpers.scrubbing import scrub, secret_values
+from helpers.tracing.call_queries import call_model, matching_calls, now
 from helpers.tracing.records import WAL_SUFFIX, numbered_records, project_of
 
 # ---------------------------------------------------------------- reading the log
 
 
 # ---------------------------------------------------------------- the server
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat()
-
-
-def _parse_time(value: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(value) if value else None
-
-
-def _sort_key(value: Any) -> tuple:
-    """Missing values last; times compared as times (their ISO strings do not always sort)."""
-    if value is None:
-        return (1, "")
-    if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] == "T":
-        try:
-            return (0, _parse_time(value).timestamp())
-        except ValueError:
-            pass
-    return (0, value if isinstance(value, (int, float)) else str(value))
 
 
 # What indexing a record of the wrong shape raises (valid JSON, but not what the record type holds).
@@ -213,7 +193,7 @@ class LocalTraceServer:
                 versions.append(result.digest)
                 self._objs[key] = {
                     "project_id": obj["project_id"], "object_id": obj["object_id"], "digest": result.digest,
-                    "val": result.processed_val, "kind": _op_kind(obj["val"]), "created_at": _now(),
+                    "val": result.processed_val, "kind": _op_kind(obj["val"]), "created_at": now(),
                     "version_index": len(versions) - 1, "base_object_class": result.base_object_class,
                     "leaf_object_class": result.leaf_object_class,
                 }
@@ -275,61 +255,13 @@ class LocalTraceServer:
 
     # -- reads
 
-    def _call_model(self, raw: dict) -> Call:
-        call = dict(raw)
-        call.setdefault("inputs", {})
-        call.setdefault("attributes", {})
-        call.setdefault("op_name", "")
-        call.setdefault("trace_id", call["id"])
-        call.setdefault("started_at", call.get("ended_at") or _now())
-        summary = dict(call.get("summary") or {})
-        started, ended = _parse_time(call["started_at"]), _parse_time(call.get("ended_at"))
-        status = "running" if ended is None else ("error" if call.get("exception") else "success")
-        summary["weave"] = {
-            **summary.get("weave", {}), "status": status,
-            "latency_ms": None if ended is None else int((ended - started).total_seconds() * 1000),
-        }
-        call["summary"] = summary
-        return Call(**{k: v for k, v in call.items() if k in Call.model_fields})
-
-    def _matching_calls(self, req: dict) -> list[dict]:
-        f = req.get("filter") or {}
-        calls = [c for c in self._calls.values() if "op_name" in c]  # an end without its start is not a call
-
-        def keep(field: str, key: str) -> None:
-            nonlocal calls
-            if f.get(key) is not None:
-                wanted = set(f[key])
-                calls = [c for c in calls if c.get(field) in wanted]
-
-        keep("id", "call_ids")
-        keep("trace_id", "trace_ids")
-        keep("parent_id", "parent_ids")
-        keep("thread_id", "thread_ids")
-        keep("turn_id", "turn_ids")
-        keep("wb_run_id", "wb_run_ids")
-        if f.get("trace_roots_only"):
-            calls = [c for c in calls if not c.get("parent_id")]
-        if f.get("op_names"):
-            exact = {n for n in f["op_names"] if not n.endswith(":*")}
-            prefixes = tuple(n[:-1] for n in f["op_names"] if n.endswith(":*"))
-            calls = [c for c in calls if c.get("op_name") in exact or c.get("op_name",
-                                                                            "").startswith(prefixes or ("\0",))]
-        if req.get("query"):
-            warnings.warn("the local trace store ignores `query`; use `filter` (op_names, trace_ids, "
-                          "parent_ids, call_ids, trace_roots_only)", stacklevel=3)
-        for sort in reversed(req.get("sort_by") or [{"field": "started_at", "direction": "asc"}]):
-            field = sort["field"]
-            calls.sort(key=lambda c, field=field: _sort_key(c.get(field)), reverse=sort.get("direction") == "desc")
-        return calls
-
     def calls_query_stream(self, req: dict) -> Iterator[Call]:
         with self._lock:
-            calls = self._matching_calls(req)
+            calls = matching_calls(self._calls.values(), req)
         offset = req.get("offset") or 0
         limit = req.get("limit")
         for raw in calls[offset: None if limit is None else offset + limit]:
-            yield self._call_model(raw)
+            yield call_model(raw)
 
     def calls_query(self, req: dict):
         from weave.trace_server_bindings.models import CallsQueryRes
@@ -338,7 +270,7 @@ class LocalTraceServer:
 
     def calls_query_stats(self, req: dict) -> CallQueryStatsResponse:
         with self._lock:
-            count = len(self._matching_calls(req))
+            count = len(matching_calls(self._calls.values(), req))
         if req.get("limit") is not None:
             count = min(count, req["limit"])
         return CallQueryStatsResponse(count=count)
@@ -346,7 +278,7 @@ class LocalTraceServer:
     def call_read(self, req: dict) -> CallReadResponse:
         with self._lock:
             raw = self._calls.get(req["id"])
-        return CallReadResponse(call=self._call_model(raw) if raw else None)
+        return CallReadResponse(call=call_model(raw) if raw else None)
 
     def _obj(self, object_id: str, digest: str) -> dict:
         versions = self._versions.get(object_id) or []
