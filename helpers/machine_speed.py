@@ -15,9 +15,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from helpers.paths import PROJECT_ROOT
+from helpers.results import RESULTS_DIR
 
-RESULTS = PROJECT_ROOT / "benchmarks" / "results"
 PRECISIONS = ("float32", "bfloat16")
 
 # Notebook 02's defaults, measured with benchmarks/bench_learnability.py, per training precision; None: not measured
@@ -45,9 +44,9 @@ class NotebookMemory:
 
 def notebook_memory() -> NotebookMemory | None:
     """MEMORY_FILE's notebook 02 peak; None where no file is named, or it is gone or has no notebook 02 run."""
-    if MEMORY_FILE is None or not (RESULTS / MEMORY_FILE).is_file():
+    if MEMORY_FILE is None or not (RESULTS_DIR / MEMORY_FILE).is_file():
         return None
-    record = json.loads((RESULTS / MEMORY_FILE).read_text())
+    record = json.loads((RESULTS_DIR / MEMORY_FILE).read_text())
     runs = [n for n in record.get("notebooks", []) if n.get("notebook", "").startswith("02")
             and n.get("peak_kernel_and_servers_gb")]
     if not runs:
@@ -135,9 +134,9 @@ def measured(precision: str) -> Measured | None:
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     name = FILES[precision]
-    if name is None or not (RESULTS / name).is_file():
+    if name is None or not (RESULTS_DIR / name).is_file():
         return None
-    record = json.loads((RESULTS / name).read_text())
+    record = json.loads((RESULTS_DIR / name).read_text())
     runs = [run for run in record.get("runs", []) if run.get("training", {}).get("sec_per_step")]
     if not runs:
         return None

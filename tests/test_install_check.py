@@ -74,7 +74,7 @@ def result_file(folder, name, *, bf16=True, sec_per_step=(20.0, 22.0), peak=(5.0
 @pytest.fixture
 def files(tmp_path, monkeypatch):
     """machine_speed reads result files from tmp_path, and FILES and MEMORY_FILE name none until a test sets them."""
-    monkeypatch.setattr(machine_speed, "RESULTS", tmp_path)
+    monkeypatch.setattr(machine_speed, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(machine_speed, "FILES", {"bfloat16": None, "float32": None})
     monkeypatch.setattr(machine_speed, "MEMORY_FILE", None)
     return tmp_path
@@ -257,7 +257,7 @@ def test_the_files_behind_the_verdict_measured_notebook_02s_defaults():
     for precision, name in machine_speed.FILES.items():
         if name is None:
             continue
-        record = json.loads((machine_speed.RESULTS / name).read_text())
+        record = json.loads((machine_speed.RESULTS_DIR / name).read_text())
         assert record.get("precision", "bfloat16" if record["bf16"] else "float32") == precision, name
         design = {"max_steps": record["steps"], "num_generations": record["num_generations"],
                   "per_device_train_batch_size": record["prompts_per_step"] * record["num_generations"],
