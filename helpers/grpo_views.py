@@ -301,8 +301,12 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
         rows[KINDS[kind]] = _entry(block_data[kind]) if kind in block_data else {"before": "not measured yet"}
     table = pd.DataFrame(rows).T.fillna("")
     summary = record["summary"]
-    problems = summary["confirm"]["problems"] if block == "confirm" else (record.get("base") or {}).get("n", "?")
-    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems} problems"
+    if block == "confirm":
+        samples = summary["confirm"].get("samples")
+        problems = f"{summary['confirm']['problems']} problems" + (f", greedy + {samples} samples each" if samples else "")
+    else:
+        problems = f"{(record.get('base') or {}).get('n', '?')} problems"
+    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems}"
     return table
 
 

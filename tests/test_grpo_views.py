@@ -129,7 +129,7 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
     assert table.index.name == "fake: 3 seeds, 36 steps, 100 problems"
     confirm = grpo_views.seeds_table("fake", block="confirm", results=results)
     assert confirm.loc[grpo_views.KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
-    assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems"
+    assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems, greedy + 8 samples each"
 
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
