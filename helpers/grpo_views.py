@@ -252,10 +252,10 @@ def _rose(d: dict) -> str:
 
 
 def result_record(setting: str, results: str | Path | None = None) -> dict | None:
-    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), or
-    None where it is not measured yet."""
+    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), its
+    name under "file", or None where it is not measured yet."""
     files = sorted(Path(results or RESULTS).glob(f"learnability-{setting}-2*.json"))
-    return json.loads(files[-1].read_text()) if files else None
+    return {**json.loads(files[-1].read_text()), "file": files[-1].name} if files else None
 
 
 KINDS = {  # a result summary's measures (its "signs" and "confirm" blocks, or older files' diff_* keys): label
@@ -306,7 +306,7 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
         problems = f"{summary['confirm']['problems']} problems" + (f", greedy + {samples} samples each" if samples else "")
     else:
         problems = f"{(record.get('base') or {}).get('n', '?')} problems"
-    table.index.name = f"{setting}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems}"
+    table.index.name = f"{record['file']}: {len(summary.get('seeds', []))} seeds, {summary.get('steps')} steps, {problems}"
     return table
 
 
@@ -321,7 +321,7 @@ def arms_table(arms: dict[str, str], kinds: list[str], block: str = "signs",
             rows[label] = {"seeds": "not measured yet"}
             continue
         data = _block(record["summary"], block)
-        row = {"seeds": len(record["summary"]["seeds"])}
+        row = {"file": record["file"], "seeds": len(record["summary"]["seeds"])}
         for kind in kinds:
             e = data.get(kind)
             row[KINDS[kind]] = "not measured" if e is None else (

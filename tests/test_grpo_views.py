@@ -126,10 +126,10 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
     assert row["95% interval over problems"] == "+1.0% to +20.0%"
     assert row["95% interval over seeds"] == "-10.0% to +40.0%, not significant"
     assert table.loc[grpo_views.KINDS["greedy"], "before"] == "not measured yet"  # not in this file's signs
-    assert table.index.name == "fake: 3 seeds, 36 steps, 100 problems"
+    assert table.index.name == "learnability-fake-2026-12-06.json: 3 seeds, 36 steps, 100 problems"  # its file
     confirm = grpo_views.seeds_table("fake", block="confirm", results=results)
     assert confirm.loc[grpo_views.KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
-    assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems, greedy + 8 samples each"
+    assert confirm.index.name == "learnability-fake-2026-12-06.json: 3 seeds, 36 steps, 248 problems, greedy + 8 samples each"
 
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
@@ -140,6 +140,7 @@ def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
     arms = grpo_views.arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
     assert arms.loc["not yet", "seeds"] == "not measured yet"
     assert arms.loc["here", grpo_views.KINDS["pass1"]] == "20% -> 33% (+13.3%; rose in 2 of 3 seeds, fell in 1)"
+    assert arms.loc["here", "file"] == "learnability-fake-2026-12-06.json"
     assert arms.loc["here", grpo_views.KINDS["greedy"]] == "not measured"
 
 
