@@ -110,10 +110,10 @@ def _rose(d: dict) -> str:
 
 
 def result_record(setting: str, results: str | Path | None = None) -> dict | None:
-    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), or
-    None where it is not measured yet."""
+    """The newest learnability-<setting>-<date>.json of `results` (the course's benchmarks/results by default), its
+    name under "file", or None where it is not measured yet."""
     files = sorted(Path(results or RESULTS_DIR).glob(f"learnability-{setting}-2*.json"))
-    return json.loads(files[-1].read_text()) if files else None
+    return {**json.loads(files[-1].read_text()), "file": files[-1].name} if files else None
 
 
 KINDS = {  # a result summary's measures (its "signs" and "confirm" blocks, or older files' diff_* keys): label
@@ -165,9 +165,14 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
         rows[KINDS[kind]] = _entry(block_data[kind]) if kind in block_data else {"before": "not measured yet"}
     table = pd.DataFrame(rows).T.fillna("")
     summary = record["summary"]
-    problems = summary["confirm"]["problems"] if block == "confirm" else (record.get("base") or {}).get("n", "?")
+    if block == "confirm":  # pass@k depends on k: the heading says how many samples each problem had
+        samples = summary["confirm"].get("samples")
+        problems = f"{summary['confirm']['problems']} problems"
+        problems += f", greedy + {samples} samples each" if samples else ""
+    else:
+        problems = f"{(record.get('base') or {}).get('n', '?')} problems"
     seeds = len(summary.get("seeds", []))
-    table.index.name = f"{setting}: {seeds} seeds, {summary.get('steps')} steps, {problems} problems"
+    table.index.name = f"{record['file']}: {seeds} seeds, {summary.get('steps')} steps, {problems}"
     return table
 
 
@@ -184,7 +189,7 @@ def arms_table(arms: dict[str, str], kinds: list[str], block: str = "signs",
             rows[label] = {"seeds": "not measured yet"}
             continue
         data = _block(record["summary"], block)
-        row = {"seeds": len(record["summary"]["seeds"])}
+        row = {"file": record["file"], "seeds": len(record["summary"]["seeds"])}
         for kind in kinds:
             e = data.get(kind)
             row[KINDS[kind]] = "not measured" if e is None else (

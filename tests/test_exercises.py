@@ -1053,6 +1053,9 @@ def answer_briefly(question: str) -> str:
     return reply.choices[0].message.content
 
 answer_briefly("What is the capital of France?")
+reply = endpoint.client.chat.completions.create(  # section 6's plain call
+    model=endpoint.model, messages=[{"role": "user", "content": "Name three colours."}], max_tokens=12,
+    temperature=0.0).choices[0].message.content
 
 def word_count_plain(text: str) -> int:
     return len(text.split())
@@ -1081,8 +1084,13 @@ def word_count_text(text: str) -> str:
 def word_count_word_characters(text: str) -> int:
     return len(re.findall(r"\\w+", text))
 
+@weave.op
+def word_count_other_text(text: str) -> int:
+    return len(text.split())
+
 for op in (word_count, word_count_chars, word_count_spaces, word_count_text, word_count_word_characters):
-    op("one two three")
+    op(reply)
+word_count_other_text("one two three")  # traced, but not on a model reply
 
 def blank_word_count(text: str) -> int:
     return 0
@@ -1121,6 +1129,7 @@ table = {
     "00-traced-function": (word_count, blank_word_count, [
         ("not decorated", word_count_plain, "decorate the function"),
         ("never called", word_count_uncalled, "call it once"),
+        ("called on another text", word_count_other_text, "none of them on a model reply"),
         ("characters counted", word_count_chars, "not the characters"),
         ("split on single spaces", word_count_spaces, "any run of whitespace"),
         ("a string returned", word_count_text, "as an int"),

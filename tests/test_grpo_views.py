@@ -143,10 +143,11 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
     assert row["95% interval over problems"] == "+1.0% to +20.0%"
     assert row["95% interval over seeds"] == "-10.0% to +40.0%, not significant"
     assert table.loc[KINDS["greedy"], "before"] == "not measured yet"  # not in this file's signs
-    assert table.index.name == "fake: 3 seeds, 36 steps, 100 problems"
+    assert table.index.name == "learnability-fake-2026-12-06.json: 3 seeds, 36 steps, 100 problems"  # its file
     confirm = seeds_table("fake", block="confirm", results=results)
     assert confirm.loc[KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
-    assert confirm.index.name == "fake: 3 seeds, 36 steps, 248 problems"
+    heading = "learnability-fake-2026-12-06.json: 3 seeds, 36 steps, 248 problems, greedy + 8 samples each"
+    assert confirm.index.name == heading
 
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
@@ -158,6 +159,7 @@ def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
     arms = arms_table({"here": "fake", "not yet": "absent"}, ["pass1", "greedy"], results=results)
     assert arms.loc["not yet", "seeds"] == "not measured yet"
     assert arms.loc["here", KINDS["pass1"]] == "20% -> 33% (+13.3%; rose in 2 of 3 seeds, fell in 1)"
+    assert arms.loc["here", "file"] == "learnability-fake-2026-12-06.json"
     assert arms.loc["here", KINDS["greedy"]] == "not measured"
 
 

@@ -225,6 +225,34 @@ def test_a_server_killed_mid_batch_is_named_and_the_trainer_restarts_it(tmp_path
         assert len(completion_ids) == 2 and policy.syncs == 2 and policy.server is None
 
 
+@pytest.mark.slow
+def test_a_server_asked_to_stop_mid_batch_is_named_at_once_with_the_signal(tmp_path):
+    """SIGTERM to the policy server in the middle of a batch gave 83 s of silence (the server finished the batch
+    before it exited) and then "stopped (exit code 0)", as if it had ended normally. It ends at once now, and the
+    error says what ended it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from helpers.serving.gguf_convert import convert_gguf
+
+    model_dir = convert_gguf(quiet=True)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Write a long story about a dragon."}],
+                                           add_generation_prompt=True)
+    with PolicyServer(folder=tmp_path, name="terminated", parallel=8, threads=1) as policy:
+        policy.sync(model, step=0)
+        process = policy.server.process
+        stopper = threading.Timer(1.5, lambda: process.send_signal(signal.SIGTERM))
+        stopper.start()
+        started = time.monotonic()
+        with pytest.raises(EndpointError) as stopped:
+            policy.complete([prompt] * 4, n=8, max_tokens=400, temperature=1.0)  # notebook 02's shape
+        stopper.join()
+        assert time.monotonic() - started < 10, "the stopped server was not noticed at once"
+        assert "SIGTERM" in str(stopped.value) and RESUME in str(stopped.value), str(stopped.value)
+
+
 # ----------------------------------------------------------------------------- the first model conversion
 
 

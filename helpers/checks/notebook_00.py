@@ -37,6 +37,14 @@ def _model_replies(calls) -> list[str]:
     return replies
 
 
+def _inputs(call) -> list:
+    """The values a traced call was given (its inputs, whatever the parameters are named)."""
+    try:
+        return list((call.inputs or {}).values())
+    except (AttributeError, TypeError):
+        return []
+
+
 def _word_mistake(text: str, got) -> str:
     if got == len(text):
         return "count the words, not the characters"
@@ -59,8 +67,13 @@ def traced_function(func) -> str | None:
     calls = _session_calls()  # looked up before this check calls anything itself
     if calls is None:
         return "start tracing first (the cell with helpers.init_tracing)"
-    if not any(call.func_name == func.name for call in calls):
+    own = [call for call in calls if call.func_name == func.name]
+    if not own:
         return f"no traced call of {func.name} yet: call it once, on the reply of section 6"
+    replies = {reply.strip() for reply in _model_replies(calls)}
+    if not any(isinstance(text, str) and text.strip() in replies for call in own for text in _inputs(call)):
+        return (f"the traces hold {func.name}'s calls, none of them on a model reply: call it on the reply of "
+                f"section 6, {func.name}(reply.choices[0].message.content)")
     plain = func.resolve_fn  # the undecorated function: checking it adds no call to your traces
     for text in TEXTS + [question for question, _ in gsm8k_rows()] + _model_replies(calls):
         got = plain(text)

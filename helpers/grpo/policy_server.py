@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from helpers.paths import display_path
-from helpers.serving.child_process import NO_PROXY_OPENER, EndpointError
+from helpers.serving.child_process import NO_PROXY_OPENER, EndpointError, how_it_ended
 from helpers.serving.gguf_export import GGUFExporter
 from helpers.serving.hf_server import HFModelServer
 from helpers.serving.llama_server import LocalModelServer, packaged_model_path
@@ -304,7 +304,7 @@ class PolicyServer(_StoppedOnExit):
     @staticmethod
     def _stopped(server) -> EndpointError:
         code = server.process.returncode if getattr(server, "process", None) is not None else None
-        how = "" if code is None else f" (killed by signal {-code})" if code < 0 else f" (exit code {code})"
+        how = "" if code is None else f" ({how_it_ended(code)})"
         return EndpointError(f"The policy server stopped{how}; its log is {_kept_log(server)}. {RESUME_HINT}")
 
     def _completion(self, out: dict) -> Completion:

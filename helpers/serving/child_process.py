@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +61,19 @@ class Endpoint:
         if self.kind == "openai":
             return f"model: {self.model} on OpenAI (OPENAI_API_KEY is set)"
         return f"model: {self.model} on the endpoint at {self.base_url} (OPENAI_BASE_URL is set)"
+
+
+def how_it_ended(returncode: int | None) -> str:
+    """A stopped process's exit in words, e.g. "exit code 1" or "ended by SIGTERM" (something asked it to
+    stop) or "ended by SIGKILL" (killed, often by the system when memory ran out)."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"ended by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"ended by signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 def free_port(host: str = HOST) -> int:

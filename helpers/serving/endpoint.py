@@ -85,11 +85,12 @@ def connection_lost(error: openai.APIConnectionError) -> EndpointError:
     """What a lost connection means, in plain words: the course's own server stopped, or another endpoint."""
     from helpers.paths import display_path
     from helpers.serving import llama_server
+    from helpers.serving.child_process import how_it_ended
 
     server = llama_server._shared_server
     if server is not None and server.process is not None and server.process.poll() is not None:
         return EndpointError(
-            f"The local model server stopped during the call (exit code {server.process.returncode}); its log "
+            f"The local model server stopped during the call ({how_it_ended(server.process.returncode)}); its log "
             f"is {display_path(server.log_path)}. Run the cell with helpers.get_client() again (it starts a "
             "new server), then this one.")
     url = getattr(getattr(error, "request", None), "url", "the model endpoint")

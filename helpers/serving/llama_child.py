@@ -63,7 +63,9 @@ def main() -> None:
         params.chat_template = args.chat_template
     server = xlc.Server(params)  # starts listening; lives as long as this object
     print(f"listening on {server.listening_address}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # SIGTERM keeps its default action, ending the process at once: exiting through Python instead ran the
+    # server's destructor, which first finished every request in flight (a minute of silence mid-batch)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while True:  # exit_with_parent's watcher (or SIGTERM) ends the process
         time.sleep(3600)
 
