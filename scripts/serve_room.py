@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arguments import whole_number
 
 from helpers.paths import display_path, runs_dir
-from helpers.serving.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address
+from helpers.serving.child_process import HOST, MIN_KEY_CHARS, EndpointError, check_bind_address, how_it_ended
 from helpers.serving.llama_server import LOCAL_MODEL_NAME, LocalModelServer, packaged_model_path
 
 ROOM_SLOTS = 16  # requests decoded together; more wait in llama.cpp's queue (bench_room.py: 0 errors at 64 in flight)
@@ -100,15 +100,15 @@ def serve_llama(args: argparse.Namespace, key: str) -> None:
           f"slots, {server.threads} threads; started in {server.startup_s:.1f} s; log "
           f"{display_path(server.log_path)}", flush=True)
     base_url = f"http://{url_host(args.host)}:{server.port}/v1"
-    announce(learner_variables(base_url, key, server.alias), args.host)
     stopped = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the variables are shown: whoever reads them may stop us
         signal.signal(sig, lambda *_: stopped.set())
+    announce(learner_variables(base_url, key, server.alias), args.host)
     while not stopped.wait(1.0):
         if not server.is_running():
             server_code = server.process.returncode if server.process else None
             server.stop()
-            raise SystemExit(f"serve_room: the llama.cpp server stopped (exit code {server_code}); "
+            raise SystemExit(f"serve_room: the llama.cpp server stopped ({how_it_ended(server_code)}); "
                              f"see {display_path(server.log_path)}, then run this command again.")
     server.stop()
     print("serve_room: stopped", flush=True)
