@@ -109,10 +109,11 @@ ONE_LINE_TASK = {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}
 # the last-number designs that learned: cut replies trained on (they earn 0 unless their last number is right), bf16
 BF16_50 = {**SHORT_DESIGN, "learning_rate": 2.5e-5, "steps": 50, "mask_truncated": False, "bf16": True}
 BF16_36 = {**BF16_50, "learning_rate": 3.5e-5, "steps": 36}
-# Notebook 02's runs are also evaluated on the 248 confirmation problems: greedy + 3 samples a problem, ~5 minutes an
-# evaluation on 2 cores (eval-methods-samples-3-2026-12-06.json; 8 samples took ~12)
+# Notebook 02's runs are also evaluated on the 248 confirmation problems, greedy + 3 samples a problem: few enough
+# samples for one evaluation to fit minutes on 2 cores (eval-methods-samples-3-*.json times it, and 8 samples in
+# eval-methods-*.json)
 NB02_CONFIRMED = {**BF16_36, "confirm_samples": 3}
-EVAL_SLOTS = 64  # the policy server's slots while it evaluates (eval-methods: more sequences at once, faster);
+EVAL_SLOTS = 64  # the policy server's slots while it evaluates (the fastest of eval-methods' llama.cpp rows);
 # training samples with PolicyServer's own (16), as notebook 02 does
 SETTINGS: dict[str, Setting] = {
     "gsm8k": Setting("GSM8K (hash variant) as notebook 02 trains it", "gsm8k", **NOTEBOOK_02),
