@@ -852,10 +852,10 @@ CLAIMS += [
     Claim(NB02, r"kernel and server at most ([\d.]+) GB resident", E2E_FP32, whole_peak, 0.05),
     Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN,
           screen(*SHORT_T06, "pass1_lenient"), 0.5),
-    Claim(NB02, r"in workshop order (\d+)% of design-set\s+sampled replies hit the cap", E2E,
-          lambda d: 100 * e2e("behaviour")(d)["before"]["cut at max_tokens"], 0.5),
-    Claim(NB02, r"hit the cap before training, (\d+)% after", E2E,
-          lambda d: 100 * e2e("behaviour")(d)["after"]["cut at max_tokens"], 0.5),
+    Claim(NB02, r"in the solved bfloat16 run (\d+)% of sampled replies hit\s+the cap", NB02_BF16,
+          e2e_held_out("sampled", "before", "cut at max_tokens"), 0.5),
+    Claim(NB02, r"the cap before training, (\d+)% after", NB02_BF16,
+          e2e_held_out("sampled", "after", "cut at max_tokens"), 0.5),
 ]
 
 # the appendix (notebook 05): figures it states in words, each seed's beside the mean (issue 40)
