@@ -957,3 +957,15 @@ CLAIMS += [
     Claim(SOL02, r"raised pass@1 in (\d) of 3 seeds", B36, rose_in("diff_sampled_lenient"), 0),
     Claim(SOL02, r"and greedy accuracy in (\d) of 3", B36, rose_in("diff_lenient"), 0),
 ]
+
+
+# notebook 02's evaluation by method (issue 44, item 2)
+EVAL_METHODS = "eval-methods-samples-3-2026-12-06.json"
+CLAIMS += [
+    Claim(BENCHMARKS_DOC, r"31 problems in\s+([\d.]+)–[\d.]+ s by method", EVAL_METHODS,
+          lambda d: min(r["seconds"] for r in d["rows"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"31 problems in\s+[\d.]+–([\d.]+) s by method", EVAL_METHODS,
+          lambda d: max(r["seconds"] for r in d["rows"]), 0.05),
+    Claim(BENCHMARKS_DOC, r"all 248 in ([\d.]+) minutes with llama.cpp x64", EVAL_METHODS,
+          lambda d: d["full"]["seconds"] / 60 if d["full"]["method"] == "llama.cpp x64" else -1, 0.05),
+]
