@@ -735,6 +735,9 @@ CLAIMS += [
     Claim(SIZING_DOC, r"(\d+) s/step on 2 cores with bfloat16", NB02_BF16, e2e("sec_per_step"), 0.5),
     Claim(GUIDE, r"the row's \d+ minutes: ([\d.]+) minutes on 2 cores", NB02_FP32, e2e("train_minutes"), 0.05),
     Claim(GUIDE, r"section 12's run (\d+) instead of \d+", NB02_FP32, section_minutes(NB02_NAME, SECTION_12), 0.5),
+    # a row takes whole minutes, rounded up: the training row in each precision
+    Claim(GUIDE, r"training row then takes about (\d+) minutes instead of", NB02_FP32, e2e("train_minutes"), 1.0),
+    Claim(GUIDE, r"minutes instead of (\d+), more than the session's", NB02_BF16, e2e("train_minutes"), 1.0),
     Claim(GUIDE, r"section 12's run \d+ instead of (\d+)", NB02_BF16, section_minutes(NB02_NAME, SECTION_12), 0.5),
 ]
 
