@@ -450,8 +450,9 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
     rewards = RubricRewards(env.rubric)
     result: dict = {"seed": seed, "steps": steps, "threads": threads, "machine": run_machine()}
 
-    def evaluations(step: int) -> dict:
-        """Both evaluations of the weights of `step`, on a server with EVAL_SLOTS slots; then training's again."""
+    def evaluations(step: int, training_follows: bool) -> dict:
+        """Both evaluations of the weights of `step`, on a server with EVAL_SLOTS slots; then, where training
+        follows, the server with training's slots again."""
         training_slots, server.parallel = server.parallel, EVAL_SLOTS
         server.sync(model, step=step)
         try:
@@ -461,14 +462,16 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
                                           setting.confirm_samples, setting.temperature, setting.top_p)
         finally:
             server.parallel = training_slots
-        server.sync(model, step=step)
+        if training_follows:
+            server.sync(model, step=step)
         return out
 
     with (tempfile.TemporaryDirectory() as tmp,
           PolicyServer(folder=Path(tmp), name="learnability", threads=threads) as server):
-        server.sync(model, step=0)
-        if not base_done:
-            result["base"] = evaluations(0)
+        if base_done:
+            server.sync(model, step=0)
+        else:  # the evaluation's server, then training's
+            result["base"] = evaluations(0, training_follows=steps > 0)
             print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
                   f"{result['base']['seconds']:.0f} s", flush=True)
             if on_base:
@@ -507,7 +510,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         result["peak_rss_gb"] = round(peak_rss_gb(), 2)
         result["peak_memory_training"] = peak.record()
         if evaluate_after:
-            result["after"] = evaluations(steps)
+            result["after"] = evaluations(steps, training_follows=False)
     result["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
