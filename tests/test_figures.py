@@ -968,7 +968,8 @@ CLAIMS += [
 
 
 # notebook 02's evaluation by method (issue 44, item 2)
-EVAL_METHODS = "eval-methods-samples-3-2026-12-06.json"
+EVAL_METHODS = "eval-methods-samples-2-2026-12-06.json"
+EVAL_BESIDE = "eval-methods-samples-2-greedy-beside-samples-2026-12-06.json"
 CLAIMS += [
     Claim(BENCHMARKS_DOC, r"31 problems in\s+([\d.]+)–[\d.]+ s by method", EVAL_METHODS,
           lambda d: min(r["seconds"] for r in d["rows"]), 0.05),
@@ -976,4 +977,8 @@ CLAIMS += [
           lambda d: max(r["seconds"] for r in d["rows"]), 0.05),
     Claim(BENCHMARKS_DOC, r"all 248 in ([\d.]+) minutes with llama.cpp x64", EVAL_METHODS,
           lambda d: d["full"]["seconds"] / 60 if d["full"]["method"] == "llama.cpp x64" else -1, 0.05),
+    Claim(BENCHMARKS_DOC, r"sent beside the samples took ([\d.]+)", EVAL_BESIDE,
+          lambda d: d["full"]["seconds"] / 60, 0.05),
+    Claim(BENCHMARKS_DOC, r"3 samples: ([\d.]+) minutes", "eval-methods-samples-3-2026-12-06.json",
+          lambda d: d["full"]["seconds"] / 60, 0.05),
 ]
