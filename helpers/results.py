@@ -152,7 +152,7 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
     """One row per measure of a result file (`block`: "signs", the design problems, or "confirm", the problems no
     design was chosen on): before, after (mean of the seeds), the change, each seed's change, in how many seeds it
     rose, and its two 95% intervals (over problems, seeds pooled; over seeds). "not measured yet" where the file,
-    the block or a measure is missing."""
+    the block or a measure asked for in `kinds` is missing."""
     import pandas as pd
 
     record = result_record(setting, results)
@@ -160,8 +160,8 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
     if not block_data:
         what = f"no learnability-{setting}-*.json" if record is None else f"no {block!r} block in its file"
         return pd.DataFrame({"not measured yet": {setting: what}})
-    rows = {}
-    for kind in kinds or list(KINDS):
+    rows = {}  # without `kinds`, the measures the file has (older files lack some)
+    for kind in kinds or [k for k in KINDS if k in block_data]:
         rows[KINDS[kind]] = _entry(block_data[kind]) if kind in block_data else {"before": "not measured yet"}
     table = pd.DataFrame(rows).T.fillna("")
     summary = record["summary"]

@@ -860,7 +860,7 @@ CLAIMS += [
 CLAIMS += [
     Claim(NB02, r"one sample at temperature 0.6 is right (\d+)% of the\s+time", SCREEN,
           screen(*SHORT_T06, "pass1_lenient"), 0.5),
-    Claim(NB02, r"in the solved bfloat16 run (\d+)% of sampled replies hit\s+the cap", NB02_BF16,
+    Claim(NB02, r"in\s+the solved bfloat16 run (\d+)% of sampled replies hit\s+the cap", NB02_BF16,
           e2e_held_out("sampled", "before", "cut at max_tokens"), 0.5),
     Claim(NB02, r"the cap before training, (\d+)% after", NB02_BF16,
           e2e_held_out("sampled", "after", "cut at max_tokens"), 0.5),
@@ -981,4 +981,104 @@ CLAIMS += [
           lambda d: d["full"]["seconds"] / 60, 0.05),
     Claim(BENCHMARKS_DOC, r"3 samples: ([\d.]+) minutes", "eval-methods-samples-3-2026-12-06.json",
           lambda d: d["full"]["seconds"] / 60, 0.05),
+]
+
+
+# notebook 02's runs on the confirmation problems (issue 44, items 3 and 4): the float32 default and section 12's fix,
+# one seed each so far; the words say how many seeds, and move when a file gains one
+NB02_CONFIRM = "learnability-nb02-fp32-2026-12-06.json"
+FIX_CONFIRM = "learnability-nb02-fix-right-line-2026-12-06.json"
+
+
+def confirm(kind: str, *path) -> Callable[[dict], float]:
+    return summary("confirm", 100, kind, *path)
+
+
+def design(kind: str, *path) -> Callable[[dict], float]:
+    return summary("signs", 100, kind, *path)
+
+
+def first_and_last_step(key: str, index: int) -> Callable[[dict], float]:
+    return lambda data: 100 * data["runs"][0]["training"][key + ("_first", "_last")[index]]
+
+
+SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
+CLAIMS += [
+    Claim(README, r"pass@1 (\d+)% → \d+%,\s+greedy", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(README, r"pass@1 \d+% → (\d+)%,\s+greedy", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(README, r"greedy (\d+)% → \d+%, and \d+% of the replies", NB02_CONFIRM, confirm("greedy", "before"), 0.5),
+    Claim(README, r"greedy \d+% → (\d+)%, and \d+% of the replies", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
+    Claim(README, r"and (\d+)% of the replies ran to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    Claim(README, r"float32, (\d) seeds? of the 5 planned", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(README, r"fix, (\d) seeds? of 3", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(README, r"float32\s+run did not: (\d+)% →", NB02_FP32, e2e_held_out("sampled", "before", "cut at max_tokens"),
+          0.5),
+    Claim(README, r"float32\s+run did not: \d+% → (\d+)%", NB02_FP32,
+          e2e_held_out("sampled", "after", "cut at max_tokens"), 0.5),
+    Claim(README, r"pass@1 \d+% → (\d+)%, and the `####` line did not", FIX_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(README, r"pass@1 (\d+)% → \d+%, and the `####` line did not", FIX_CONFIRM, confirm("pass1", "before"), 0.5),
+    # notebook 05, section 5 (the default in float32) and section 4 (the fix)
+    Claim(NB05, SEEDS_SO_FAR + r", on 2 AMD EPYC", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(NB05, r"cores, ([\d.]+) minutes of training", NB02_CONFIRM, lambda d: d["runs"][0]["train_minutes"], 0.05),
+    Claim(NB05, r"pass@1 rose\s+from (\d+)% to \d+% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(NB05, r"pass@1 rose\s+from \d+% to (\d+)% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(NB05, r"to \d+% \(\+(\d+) points, over problems", NB02_CONFIRM, confirm("pass1", "change", "mean"), 0.5),
+    Claim(NB05, r"over problems \+(\d+) to \+\d+\), greedy did not", NB02_CONFIRM,
+          confirm("pass1", "change", "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"over problems \+\d+ to \+(\d+)\), greedy did not", NB02_CONFIRM,
+          confirm("pass1", "change", "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"greedy did not move \((\d+)% →", NB02_CONFIRM, confirm("greedy", "before"), 0.5),
+    Claim(NB05, r"greedy did not move \(\d+% → (\d+)%\)", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
+    Claim(NB05, r"and (\d+)% of the sampled\s+replies ran to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(NB05, r"ran to the 48-token cap \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
+    Claim(NB05, r"the same seed went\s+(\d+)% → \d+% \(pass@1\)", NB02_CONFIRM, design("pass1", "before"), 0.5),
+    Claim(NB05, r"the same seed went\s+\d+% → (\d+)% \(pass@1\)", NB02_CONFIRM, design("pass1", "after"), 0.5),
+    Claim(NB05, r"\(pass@1\) with (\d+)% cut", NB02_CONFIRM, design("cut", "after"), 0.5),
+    Claim(NB05, SEEDS_SO_FAR + r", bfloat16", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(NB05, r"(\d+)% of the first step's replies earned the term", FIX_CONFIRM,
+          first_and_last_step("right_answer_line", 0), 0.5),
+    Claim(NB05, r"earned the term and (\d+)% of the last step's", FIX_CONFIRM,
+          first_and_last_step("right_answer_line", 1), 0.5),
+    Claim(NB05, r"the `####` line went from (\d+)% of the greedy replies", FIX_CONFIRM,
+          lambda d: 100 * d["base"]["format"], 0.5),
+    Claim(NB05, r"of the greedy replies to (\d+)%", FIX_CONFIRM, lambda d: 100 * d["runs"][0]["after"]["format"], 0.5),
+    Claim(NB05, r"\(greedy, (\d+) → \d+ tokens\) and none ran", FIX_CONFIRM, lambda d: d["base"]["mean_tokens"], 0.5),
+    Claim(NB05, r"\(greedy, \d+ → (\d+) tokens\) and none ran", FIX_CONFIRM,
+          lambda d: d["runs"][0]["after"]["mean_tokens"], 0.5),
+    Claim(NB05, r"on the design set \((\d+)% → \d+%\) and on the\s+confirmation", FIX_CONFIRM,
+          design("pass1", "before"), 0.5),
+    Claim(NB05, r"on the design set \(\d+% → (\d+)%\) and on the\s+confirmation", FIX_CONFIRM,
+          design("pass1", "after"), 0.5),
+    Claim(NB05, r"confirmation problems \((\d+)% → \d+%\), greedy rose", FIX_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(NB05, r"confirmation problems \(\d+% → (\d+)%\), greedy rose", FIX_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(NB05, r"significantly \((\d+)% → \d+%, interval", FIX_CONFIRM, design("greedy", "before"), 0.5),
+    Claim(NB05, r"significantly \(\d+% → (\d+)%, interval", FIX_CONFIRM, design("greedy", "after"), 0.5),
+    Claim(NB05, r"interval (−?\d+) to \+\d+ points;", FIX_CONFIRM, design("greedy", "change", "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"interval −?\d+ to \+(\d+) points;", FIX_CONFIRM, design("greedy", "change", "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"points;\s+(\d+)% → \d+%\)\. A term", FIX_CONFIRM, confirm("greedy", "before"), 0.5),
+    Claim(NB05, r"points;\s+\d+% → (\d+)%\)\. A term", FIX_CONFIRM, confirm("greedy", "after"), 0.5),
+    # notebook 02's section 11, the guide and the design history
+    Claim(NB02, r"in the first committed float32 seed\s+(\d+)% before", NB02_CONFIRM, confirm("cut", "before"), 0.5),
+    Claim(NB02, r"float32 seed\s+\d+% before, (\d+)% after, an answer repeated", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(GUIDE, r"line did not come back \((\d+)% of the\s+first step's replies", FIX_CONFIRM,
+          first_and_last_step("right_answer_line", 0), 0.5),
+    Claim(GUIDE, r"sent (\d+)% of its replies to the token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    Claim(DESIGN_DOC, r"float32\), (\d) seeds? of the 5 planned", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(DESIGN_DOC, r"EPYC\): pass@1 (\d+)% → \d+% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → (\d+)% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → \d+% \(\+(\d+) points, interval \+\d+ to \+\d+\)", NB02_CONFIRM,
+          confirm("pass1", "change", "mean"), 0.5),
+    Claim(DESIGN_DOC, r"points, interval \+(\d+) to \+\d+\), greedy \d+% → \d+%, and", NB02_CONFIRM,
+          confirm("pass1", "change", "bootstrap_95", 0), 0.5),
+    Claim(DESIGN_DOC, r"points, interval \+\d+ to \+(\d+)\), greedy \d+% → \d+%, and", NB02_CONFIRM,
+          confirm("pass1", "change", "bootstrap_95", 1), 0.5),
+    Claim(DESIGN_DOC, r"\), greedy (\d+)% → \d+%, and \d+% of the replies ran", NB02_CONFIRM,
+          confirm("greedy", "before"), 0.5),
+    Claim(DESIGN_DOC, r"\), greedy \d+% → (\d+)%, and \d+% of the replies ran", NB02_CONFIRM,
+          confirm("greedy", "after"), 0.5),
+    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, and (\d+)% of the replies ran", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(DESIGN_DOC, r"repeating an answer \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
 ]
