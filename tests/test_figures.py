@@ -1082,3 +1082,50 @@ CLAIMS += [
           0.5),
     Claim(DESIGN_DOC, r"repeating an answer \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
 ]
+
+# the reward exercise's placeholder (gold_anywhere), one seed so far
+PLACEHOLDER_RUNS = "learnability-nb02-placeholder-2026-12-06.json"
+
+
+def numbers_a_reply(when: str) -> Callable[[dict], float]:
+    return lambda d: (d["base"] if when == "before" else d["runs"][0]["after"])["confirm"]["sampled_mean_numbers"]
+
+
+CLAIMS += [
+    Claim(NB05, SEEDS_SO_FAR + r", bfloat16,\s+\[learnability-nb02-placeholder", PLACEHOLDER_RUNS,
+          lambda d: len(d["runs"]), 0),
+    Claim(NB05, r"earned it rose from (\d+)% in the\s+first step", PLACEHOLDER_RUNS,
+          first_and_last_step("gold_anywhere", 0), 0.5),
+    Claim(NB05, r"first step to (\d+)% in the last", PLACEHOLDER_RUNS, first_and_last_step("gold_anywhere", 1), 0.5),
+    Claim(NB05, r"last number was right fell from (\d+)% to \d+%", PLACEHOLDER_RUNS,
+          first_and_last_step("last_number_right", 0), 0.5),
+    Claim(NB05, r"last number was right fell from \d+% to (\d+)%", PLACEHOLDER_RUNS,
+          first_and_last_step("last_number_right", 1), 0.5),
+    Claim(NB05, r"greedy accuracy fell from (\d+)% to \d+% \(−\d+ points, over problems", PLACEHOLDER_RUNS,
+          confirm("greedy", "before"), 0.5),
+    Claim(NB05, r"greedy accuracy fell from \d+% to (\d+)% \(−\d+ points, over problems", PLACEHOLDER_RUNS,
+          confirm("greedy", "after"), 0.5),
+    Claim(NB05, r"to \d+% \((−\d+) points, over problems −\d+ to −\d+\) and pass@1", PLACEHOLDER_RUNS,
+          confirm("greedy", "change", "mean"), 0.5),
+    Claim(NB05, r"over problems (−\d+) to −\d+\) and pass@1", PLACEHOLDER_RUNS,
+          confirm("greedy", "change", "bootstrap_95", 0), 0.5),
+    Claim(NB05, r"over problems −\d+ to (−\d+)\) and pass@1", PLACEHOLDER_RUNS,
+          confirm("greedy", "change", "bootstrap_95", 1), 0.5),
+    Claim(NB05, r"and pass@1 did not\s+move \((\d+)% →", PLACEHOLDER_RUNS, confirm("pass1", "before"), 0.5),
+    Claim(NB05, r"and pass@1 did not\s+move \(\d+% → (\d+)%\)", PLACEHOLDER_RUNS, confirm("pass1", "after"), 0.5),
+    Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("before"), 0.05),
+    Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("after"), 0.05),
+    Claim(README, r"placeholder, (\d) seeds? of 3", PLACEHOLDER_RUNS, lambda d: len(d["runs"]), 0),
+    *[Claim(where, r"greedy (?:accuracy fell from )?(\d+)%(?: →| to) \d+%(?:, with replies| \(notebook 05)",
+            PLACEHOLDER_RUNS, confirm("greedy", "before"), 0.5) for where in (README, GUIDE)],
+    *[Claim(where, r"greedy (?:accuracy fell from )?\d+%(?: →| to) (\d+)%(?:, with replies| \(notebook 05)",
+            PLACEHOLDER_RUNS, confirm("greedy", "after"), 0.5) for where in (README, GUIDE)],
+]
+
+
+def test_the_placeholder_examples_quoted_are_the_files():
+    """The example replies the appendix, README and guide quote are among those its result file keeps."""
+    kept = json.loads((RESULTS / PLACEHOLDER_RUNS).read_text())["runs"][0]["after"]["examples"]
+    for where, quoted in ((NB05, "3 * 5 = 150000"), (NB05, "96 / 8 = 1244"), (README, "3 * 5 = 150000"),
+                          (GUIDE, "3 * 5 = 150000")):
+        assert f"`{quoted}`" in stated_text(where) and any(quoted in example for example in kept), (where, quoted)
