@@ -988,6 +988,7 @@ CLAIMS += [
 # one seed each so far; the words say how many seeds, and move when a file gains one
 NB02_CONFIRM = "learnability-nb02-fp32-2026-12-06.json"
 FIX_CONFIRM = "learnability-nb02-fix-right-line-2026-12-06.json"
+PLACEHOLDER_RUNS = "learnability-nb02-placeholder-2026-12-06.json"
 
 
 def confirm(kind: str, *path) -> Callable[[dict], float]:
@@ -1004,19 +1005,26 @@ def first_and_last_step(key: str, index: int) -> Callable[[dict], float]:
 
 SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
-    Claim(README, r"pass@1 (\d+)% → \d+%,\s+greedy", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
-    Claim(README, r"pass@1 \d+% → (\d+)%,\s+greedy", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(README, r"greedy (\d+)% → \d+%, and \d+% of the replies", NB02_CONFIRM, confirm("greedy", "before"), 0.5),
-    Claim(README, r"greedy \d+% → (\d+)%, and \d+% of the replies", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
-    Claim(README, r"and (\d+)% of the replies ran to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
-    Claim(README, r"float32, (\d) seeds? of the 5 planned", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(README, r"fix, (\d) seeds? of 3", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(README, r"float32\s+run did not: (\d+)% →", NB02_FP32, e2e_held_out("sampled", "before", "cut at max_tokens"),
+    *[Claim(README, r"(\d) seeds? each so far", name, lambda d: len(d["runs"]), 0)
+      for name in (NB02_CONFIRM, PLACEHOLDER_RUNS)],
+    Claim(README, r"float32 default, pass@1 (\d+)% → \d+% and greedy", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(README, r"float32 default, pass@1 \d+% → (\d+)% and greedy", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
+    Claim(README, r"and greedy (\d+)% → \d+%, with \d+% of the replies", NB02_CONFIRM,
+          confirm("greedy", "before"), 0.5),
+    Claim(README, r"and greedy \d+% → (\d+)%, with \d+% of the replies", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
+    Claim(README, r"with (\d+)% of the replies run to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    # the design history: the fix and the placeholder beside the default
+    Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
+    Claim(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 (\d+)% →", FIX_CONFIRM, confirm("pass1", "before"),
           0.5),
-    Claim(README, r"float32\s+run did not: \d+% → (\d+)%", NB02_FP32,
-          e2e_held_out("sampled", "after", "cut at max_tokens"), 0.5),
-    Claim(README, r"pass@1 \d+% → (\d+)%, and the `####` line did not", FIX_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(README, r"pass@1 (\d+)% → \d+%, and the `####` line did not", FIX_CONFIRM, confirm("pass1", "before"), 0.5),
+    Claim(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 \d+% → (\d+)%", FIX_CONFIRM,
+          confirm("pass1", "after"), 0.5),
+    Claim(DESIGN_DOC, r"→ \d+%, greedy (\d+)% → \d+%, and the `####` line", FIX_CONFIRM,
+          confirm("greedy", "before"), 0.5),
+    Claim(DESIGN_DOC, r"→ \d+%, greedy \d+% → (\d+)%, and the `####` line", FIX_CONFIRM,
+          confirm("greedy", "after"), 0.5),
+    Claim(DESIGN_DOC, r"did not come back \((\d+)% of the first step's replies", FIX_CONFIRM,
+          first_and_last_step("right_answer_line", 0), 0.5),
     # notebook 05, section 5 (the default in float32) and section 4 (the fix)
     Claim(NB05, SEEDS_SO_FAR + r", on 2 AMD EPYC", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
     Claim(NB05, r"cores, ([\d.]+) minutes of training", NB02_CONFIRM, lambda d: d["runs"][0]["train_minutes"], 0.05),
@@ -1064,7 +1072,7 @@ CLAIMS += [
           0.5),
     Claim(GUIDE, r"line did not come back \((\d+)% of the\s+first step's replies", FIX_CONFIRM,
           first_and_last_step("right_answer_line", 0), 0.5),
-    Claim(GUIDE, r"sent (\d+)% of its replies to the token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    Claim(GUIDE, r"sent (\d+)% of its replies to the\s+token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
     Claim(DESIGN_DOC, r"float32\), (\d) seeds? of the 5 planned", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
     Claim(DESIGN_DOC, r"EPYC\): pass@1 (\d+)% → \d+% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
     Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → (\d+)% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
@@ -1084,7 +1092,6 @@ CLAIMS += [
 ]
 
 # the reward exercise's placeholder (gold_anywhere), one seed so far
-PLACEHOLDER_RUNS = "learnability-nb02-placeholder-2026-12-06.json"
 
 
 def numbers_a_reply(when: str) -> Callable[[dict], float]:
@@ -1115,11 +1122,15 @@ CLAIMS += [
     Claim(NB05, r"and pass@1 did not\s+move \(\d+% → (\d+)%\)", PLACEHOLDER_RUNS, confirm("pass1", "after"), 0.5),
     Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("before"), 0.05),
     Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("after"), 0.05),
-    Claim(README, r"placeholder, (\d) seeds? of 3", PLACEHOLDER_RUNS, lambda d: len(d["runs"]), 0),
-    *[Claim(where, r"greedy (?:accuracy fell from )?(\d+)%(?: →| to) \d+%(?:, with replies| \(notebook 05)",
-            PLACEHOLDER_RUNS, confirm("greedy", "before"), 0.5) for where in (README, GUIDE)],
-    *[Claim(where, r"greedy (?:accuracy fell from )?\d+%(?: →| to) (\d+)%(?:, with replies| \(notebook 05)",
-            PLACEHOLDER_RUNS, confirm("greedy", "after"), 0.5) for where in (README, GUIDE)],
+    Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, lambda d: len(d["runs"]), 0),
+    *[Claim(where, before + r"greedy (\d+)% → \d+%", PLACEHOLDER_RUNS, confirm("greedy", "before"), 0.5)
+      for where, before in ((README, r"placeholder, "), (DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+"))],
+    *[Claim(where, before + r"greedy \d+% → (\d+)%", PLACEHOLDER_RUNS, confirm("greedy", "after"), 0.5)
+      for where, before in ((README, r"placeholder, "), (DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+"))],
+    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 (\d+)% → \d+%, with replies", PLACEHOLDER_RUNS,
+          confirm("pass1", "before"), 0.5),
+    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 \d+% → (\d+)%, with replies", PLACEHOLDER_RUNS,
+          confirm("pass1", "after"), 0.5),
 ]
 
 
@@ -1127,5 +1138,5 @@ def test_the_placeholder_examples_quoted_are_the_files():
     """The example replies the appendix, README and guide quote are among those its result file keeps."""
     kept = json.loads((RESULTS / PLACEHOLDER_RUNS).read_text())["runs"][0]["after"]["examples"]
     for where, quoted in ((NB05, "3 * 5 = 150000"), (NB05, "96 / 8 = 1244"), (README, "3 * 5 = 150000"),
-                          (GUIDE, "3 * 5 = 150000")):
+                          (GUIDE, "3 * 5 = 150000"), (DESIGN_DOC, "3 * 5 = 150000")):
         assert f"`{quoted}`" in stated_text(where) and any(quoted in example for example in kept), (where, quoted)
