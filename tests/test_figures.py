@@ -1140,3 +1140,29 @@ def test_the_placeholder_examples_quoted_are_the_files():
     for where, quoted in ((NB05, "3 * 5 = 150000"), (NB05, "96 / 8 = 1244"), (README, "3 * 5 = 150000"),
                           (GUIDE, "3 * 5 = 150000"), (DESIGN_DOC, "3 * 5 = 150000")):
         assert f"`{quoted}`" in stated_text(where) and any(quoted in example for example in kept), (where, quoted)
+
+# notebook 02's default in bfloat16 on this trainer, one seed so far
+NB02_BF16_RUNS = "learnability-nb02-bf16-2026-12-06.json"
+BF16_AT = r"learnability-nb02-bf16-2026-12-06.json\)[\s\S]*?"
+CLAIMS += [
+    Claim(NB05, r"In (\d) seeds? so far \(\[learnability-nb02-bf16", NB02_BF16_RUNS, lambda d: len(d["runs"]), 0),
+    Claim(NB05, BF16_AT + r"\s([\d.]+) minutes of training on 2 AMD EPYC", NB02_BF16_RUNS,
+          lambda d: d["runs"][0]["train_minutes"], 0.05),
+    Claim(NB05, BF16_AT + r"pass@1 (\d+)% → \d+% on the design set", NB02_BF16_RUNS, design("pass1", "before"), 0.5),
+    Claim(NB05, BF16_AT + r"pass@1 \d+% → (\d+)% on the design set", NB02_BF16_RUNS, design("pass1", "after"), 0.5),
+    *[Claim(where, BF16_AT + pattern, NB02_BF16_RUNS, value, 0.5) for where in (NB05, DESIGN_DOC)
+      for pattern, value in (
+          (r"(\d+)% → \d+% (?:on the\s+confirmation problems )?\(\+\d+ points", confirm("pass1", "before")),
+          (r"\d+% → (\d+)% (?:on the\s+confirmation problems )?\(\+\d+ points", confirm("pass1", "after")),
+          (r"\d+% → \d+% (?:on the\s+confirmation problems )?\(\+(\d+) points", confirm("pass1", "change", "mean")),
+          (r"points, (?:over problems|interval) \+(\d+) to \+\d+\)", confirm("pass1", "change", "bootstrap_95", 0)),
+          (r"points, (?:over problems|interval) \+\d+ to \+(\d+)\)", confirm("pass1", "change", "bootstrap_95", 1)),
+          (r"greedy (?:\d+% → \d+% and )?(\d+)% → \d+%(?:, neither|, 0%)", confirm("greedy", "before")),
+          (r"greedy (?:\d+% → \d+% and )?\d+% → (\d+)%(?:, neither|, 0%)", confirm("greedy", "after")))],
+    Claim(NB05, BF16_AT + r"greedy (\d+)% → \d+% and", NB02_BF16_RUNS, design("greedy", "before"), 0.5),
+    Claim(NB05, BF16_AT + r"greedy \d+% → (\d+)% and", NB02_BF16_RUNS, design("greedy", "after"), 0.5),
+    Claim(NB05, BF16_AT + r"cap \((\d+)% of the sampled confirmation replies before\)", NB02_BF16_RUNS,
+          confirm("cut", "before"), 0.5),
+    Claim(DESIGN_DOC, BF16_AT + r"greedy \d+% → \d+%, (\d+)% of the replies cut", NB02_BF16_RUNS,
+          confirm("cut", "after"), 0.5),
+]
