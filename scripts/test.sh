@@ -24,9 +24,7 @@ fi
 # One pytest process. Two pytest-xdist workers on CI's 2 cores took 2453 s instead of ~850 s and failed 5 tests
 # (a policy server under 0.5 token/s beside the other worker's training; CI run of 2026-12-06), so the suite
 # runs its files one after another; `bash scripts/test.sh -n 2 ...` still works on a machine with more cores.
-whole_suite=true  # no test named or selected: options only (e.g. --junitxml=...)
-for arg in "$@"; do case "$arg" in -*) ;; *) whole_suite=false ;; esac; done
-if [ "${#select[@]}" -eq 0 ] && [ "$whole_suite" = true ]; then
+if [ "${#select[@]}" -eq 0 ] && [ "$#" -eq 0 ]; then
   # The installs later tests wait on (.venv-v1 for notebook 04; the hub's copy of the course, its .venv and
   # JupyterHub) mostly wait on the disk: they start now, beside the first tests, at the lowest priority. Those
   # tests' own calls to the same scripts wait on their locks and find the work done (logs in runs/).
