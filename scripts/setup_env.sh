@@ -12,12 +12,6 @@ set -euo pipefail
 wheelhouse=${COURSE_WHEELHOUSE:-}
 if [ -d "$wheelhouse" ]; then wheelhouse=$(cd "$wheelhouse" && pwd); fi  # relative to the caller
 cd "$(dirname "$0")/.."
-# One setup_env at a time in this folder: the test command starts it in the background, and a second call waits
-# for the first, then finds its work done (flock(1) is Linux's; elsewhere calls are not expected to overlap).
-if command -v flock >/dev/null; then
-  exec 8>"${TMPDIR:-/tmp}/course-setup_env-$(pwd | sha256sum | cut -c1-12).lock"
-  flock 8
-fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3

@@ -7,17 +7,8 @@
 # and the Python the venv was made from must be readable by them: it checks that and stops if not. It never
 # opens a folder for them (a chmod o+x of /root would let every learner into root's home): install the
 # course where everyone may read it, e.g. /opt/course with PYTHON=/usr/bin/python3.11 (INSTRUCTOR_GUIDE.md).
-# --install-only: install, but leave the instructor's password for a later run (an image built ahead of a room).
 set -euo pipefail
-install_only=false
-if [ "${1:-}" = --install-only ]; then install_only=true; fi
 cd "$(dirname "$0")/.."
-# One setup_hub at a time in this folder: the test command starts it in the background, and a second call waits
-# for the first, then finds its work done (flock(1) is Linux's; elsewhere calls are not expected to overlap).
-if command -v flock >/dev/null; then
-  exec 8>"${TMPDIR:-/tmp}/course-setup_hub-$(pwd | sha256sum | cut -c1-12).lock"
-  flock 8
-fi
 bash scripts/setup_env.sh
 
 root=$(pwd)
@@ -58,10 +49,6 @@ else
   rm -f .venv/.hub-installed-*
   touch "$stamp"
   echo "setup_hub: installed in $(( $(date +%s) - start )) s"
-fi
-if [ "$install_only" = true ]; then
-  echo "setup_hub: installed; run this script again without --install-only to set the instructor's password"
-  exit 0
 fi
 # The instructor's account gets its password now (COURSE_HUB_ADMIN_PASSWORD, or typed at a terminal), never
 # at a first login, where whoever came first would become the room's admin.

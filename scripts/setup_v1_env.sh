@@ -6,12 +6,6 @@
 # Needs .venv first (bash scripts/setup_env.sh): notebook 04 reads GSM8K and is run from there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# One setup_v1 at a time in this folder: the test command starts it in the background, and a second call waits
-# for the first, then finds its work done (flock(1) is Linux's; elsewhere calls are not expected to overlap).
-if command -v flock >/dev/null; then
-  exec 8>"${TMPDIR:-/tmp}/course-setup_v1-$(pwd | sha256sum | cut -c1-12).lock"
-  flock 8
-fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3

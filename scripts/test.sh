@@ -24,21 +24,6 @@ fi
 # One pytest process. Two pytest-xdist workers on CI's 2 cores took 2453 s instead of ~850 s and failed 5 tests
 # (a policy server under 0.5 token/s beside the other worker's training; CI run of 2026-12-06), so the suite
 # runs its files one after another; `bash scripts/test.sh -n 2 ...` still works on a machine with more cores.
-if [ "${#select[@]}" -eq 0 ] && [ "$#" -eq 0 ]; then
-  # The installs later tests wait on (.venv-v1 for notebook 04; the hub's copy of the course, its .venv and
-  # JupyterHub) mostly wait on the disk: they start now, beside the first tests, at the lowest priority. Those
-  # tests' own calls to the same scripts wait on their locks and find the work done (logs in runs/).
-  mkdir -p runs
-  started=()
-  beside() {  # a job in its own process group (setsid, where there is one), so that all of it can be stopped
-    if command -v setsid >/dev/null; then setsid nice -n 19 "$@" & else nice -n 19 "$@" & fi
-    started+=("$!")
-  }
-  beside bash scripts/setup_v1_env.sh >runs/setup_v1.log 2>&1
-  beside .venv/bin/python tests/hub_home.py >runs/hub_home.log 2>&1
-  # stopped with the tests, whatever ends them (pip goes on after Ctrl-C otherwise: background jobs ignore it)
-  trap 'for pid in "${started[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done' EXIT
-fi
 echo "test: running pytest${select:+ (quick: ${select[1]})}; each test fails by itself after 8 minutes (pyproject.toml)"
 # --durations: the slowest tests, printed at the end of every run, so that growth is seen when it happens.
-.venv/bin/python -m pytest --durations=20 "${select[@]}" "$@"
+exec .venv/bin/python -m pytest --durations=20 "${select[@]}" "$@"
