@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -984,11 +985,17 @@ CLAIMS += [
 ]
 
 
-# notebook 02's runs on the confirmation problems (issue 44, items 3 and 4): the float32 default and section 12's fix,
-# one seed each so far; the words say how many seeds, and move when a file gains one
+# notebook 02's runs on the confirmation problems (issue 44, items 3 and 4): the float32 default, section 12's fix, the
+# reward exercise's placeholder and the default in bfloat16, one seed each so far; the words say how many seeds, and
+# move when a file gains one
 NB02_CONFIRM = "learnability-nb02-fp32-2026-12-06.json"
 FIX_CONFIRM = "learnability-nb02-fix-right-line-2026-12-06.json"
 PLACEHOLDER_RUNS = "learnability-nb02-placeholder-2026-12-06.json"
+NB02_BF16_RUNS = "learnability-nb02-bf16-2026-12-06.json"
+
+
+def seeds_run(data: dict) -> int:
+    return len(data["runs"])
 
 
 def confirm(kind: str, *path) -> Callable[[dict], float]:
@@ -999,138 +1006,118 @@ def design(kind: str, *path) -> Callable[[dict], float]:
     return summary("signs", 100, kind, *path)
 
 
-def first_and_last_step(key: str, index: int) -> Callable[[dict], float]:
-    return lambda data: 100 * data["runs"][0]["training"][key + ("_first", "_last")[index]]
-
-
-SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
-CLAIMS += [
-    *[Claim(README, r"(\d) seeds? each so far", name, lambda d: len(d["runs"]), 0)
-      for name in (NB02_CONFIRM, PLACEHOLDER_RUNS)],
-    Claim(README, r"float32 default, pass@1 (\d+)% → \d+% and greedy", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
-    Claim(README, r"float32 default, pass@1 \d+% → (\d+)% and greedy", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(README, r"and greedy (\d+)% → \d+%, with \d+% of the replies", NB02_CONFIRM,
-          confirm("greedy", "before"), 0.5),
-    Claim(README, r"and greedy \d+% → (\d+)%, with \d+% of the replies", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
-    Claim(README, r"with (\d+)% of the replies run to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
-    # the design history: the fix and the placeholder beside the default
-    Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 (\d+)% →", FIX_CONFIRM, confirm("pass1", "before"),
-          0.5),
-    Claim(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 \d+% → (\d+)%", FIX_CONFIRM,
-          confirm("pass1", "after"), 0.5),
-    Claim(DESIGN_DOC, r"→ \d+%, greedy (\d+)% → \d+%, and the `####` line", FIX_CONFIRM,
-          confirm("greedy", "before"), 0.5),
-    Claim(DESIGN_DOC, r"→ \d+%, greedy \d+% → (\d+)%, and the `####` line", FIX_CONFIRM,
-          confirm("greedy", "after"), 0.5),
-    Claim(DESIGN_DOC, r"did not come back \((\d+)% of the first step's replies", FIX_CONFIRM,
-          first_and_last_step("right_answer_line", 0), 0.5),
-    # notebook 05, section 5 (the default in float32) and section 4 (the fix)
-    Claim(NB05, SEEDS_SO_FAR + r", on 2 AMD EPYC", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(NB05, r"cores, ([\d.]+) minutes of training", NB02_CONFIRM, lambda d: d["runs"][0]["train_minutes"], 0.05),
-    Claim(NB05, r"pass@1 rose\s+from (\d+)% to \d+% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
-    Claim(NB05, r"pass@1 rose\s+from \d+% to (\d+)% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(NB05, r"to \d+% \(\+(\d+) points, over problems", NB02_CONFIRM, confirm("pass1", "change", "mean"), 0.5),
-    Claim(NB05, r"over problems \+(\d+) to \+\d+\), greedy did not", NB02_CONFIRM,
-          confirm("pass1", "change", "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"over problems \+\d+ to \+(\d+)\), greedy did not", NB02_CONFIRM,
-          confirm("pass1", "change", "bootstrap_95", 1), 0.5),
-    Claim(NB05, r"greedy did not move \((\d+)% →", NB02_CONFIRM, confirm("greedy", "before"), 0.5),
-    Claim(NB05, r"greedy did not move \(\d+% → (\d+)%\)", NB02_CONFIRM, confirm("greedy", "after"), 0.5),
-    Claim(NB05, r"and (\d+)% of the sampled\s+replies ran to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"),
-          0.5),
-    Claim(NB05, r"ran to the 48-token cap \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
-    Claim(NB05, r"the same seed went\s+(\d+)% → \d+% \(pass@1\)", NB02_CONFIRM, design("pass1", "before"), 0.5),
-    Claim(NB05, r"the same seed went\s+\d+% → (\d+)% \(pass@1\)", NB02_CONFIRM, design("pass1", "after"), 0.5),
-    Claim(NB05, r"\(pass@1\) with (\d+)% cut", NB02_CONFIRM, design("cut", "after"), 0.5),
-    Claim(NB05, SEEDS_SO_FAR + r", bfloat16", FIX_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(NB05, r"(\d+)% of the first step's replies earned the term", FIX_CONFIRM,
-          first_and_last_step("right_answer_line", 0), 0.5),
-    Claim(NB05, r"earned the term and (\d+)% of the last step's", FIX_CONFIRM,
-          first_and_last_step("right_answer_line", 1), 0.5),
-    Claim(NB05, r"the `####` line went from (\d+)% of the greedy replies", FIX_CONFIRM,
-          lambda d: 100 * d["base"]["format"], 0.5),
-    Claim(NB05, r"of the greedy replies to (\d+)%", FIX_CONFIRM, lambda d: 100 * d["runs"][0]["after"]["format"], 0.5),
-    Claim(NB05, r"\(greedy, (\d+) → \d+ tokens\) and none ran", FIX_CONFIRM, lambda d: d["base"]["mean_tokens"], 0.5),
-    Claim(NB05, r"\(greedy, \d+ → (\d+) tokens\) and none ran", FIX_CONFIRM,
-          lambda d: d["runs"][0]["after"]["mean_tokens"], 0.5),
-    Claim(NB05, r"on the design set \((\d+)% → \d+%\) and on the\s+confirmation", FIX_CONFIRM,
-          design("pass1", "before"), 0.5),
-    Claim(NB05, r"on the design set \(\d+% → (\d+)%\) and on the\s+confirmation", FIX_CONFIRM,
-          design("pass1", "after"), 0.5),
-    Claim(NB05, r"confirmation problems \((\d+)% → \d+%\), greedy rose", FIX_CONFIRM, confirm("pass1", "before"), 0.5),
-    Claim(NB05, r"confirmation problems \(\d+% → (\d+)%\), greedy rose", FIX_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(NB05, r"significantly \((\d+)% → \d+%, interval", FIX_CONFIRM, design("greedy", "before"), 0.5),
-    Claim(NB05, r"significantly \(\d+% → (\d+)%, interval", FIX_CONFIRM, design("greedy", "after"), 0.5),
-    Claim(NB05, r"interval (−?\d+) to \+\d+ points;", FIX_CONFIRM, design("greedy", "change", "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"interval −?\d+ to \+(\d+) points;", FIX_CONFIRM, design("greedy", "change", "bootstrap_95", 1), 0.5),
-    Claim(NB05, r"points;\s+(\d+)% → \d+%\)\. A term", FIX_CONFIRM, confirm("greedy", "before"), 0.5),
-    Claim(NB05, r"points;\s+\d+% → (\d+)%\)\. A term", FIX_CONFIRM, confirm("greedy", "after"), 0.5),
-    # notebook 02's section 11, the guide and the design history
-    Claim(NB02, r"in the first committed float32 seed\s+(\d+)% before", NB02_CONFIRM, confirm("cut", "before"), 0.5),
-    Claim(NB02, r"float32 seed\s+\d+% before, (\d+)% after, an answer repeated", NB02_CONFIRM, confirm("cut", "after"),
-          0.5),
-    Claim(GUIDE, r"line did not come back \((\d+)% of the\s+first step's replies", FIX_CONFIRM,
-          first_and_last_step("right_answer_line", 0), 0.5),
-    Claim(GUIDE, r"sent (\d+)% of its replies to the\s+token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
-    Claim(DESIGN_DOC, r"float32\), (\d) seeds? of the 5 planned", NB02_CONFIRM, lambda d: len(d["runs"]), 0),
-    Claim(DESIGN_DOC, r"EPYC\): pass@1 (\d+)% → \d+% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "before"), 0.5),
-    Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → (\d+)% \(\+\d+ points", NB02_CONFIRM, confirm("pass1", "after"), 0.5),
-    Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → \d+% \(\+(\d+) points, interval \+\d+ to \+\d+\)", NB02_CONFIRM,
-          confirm("pass1", "change", "mean"), 0.5),
-    Claim(DESIGN_DOC, r"points, interval \+(\d+) to \+\d+\), greedy \d+% → \d+%, and", NB02_CONFIRM,
-          confirm("pass1", "change", "bootstrap_95", 0), 0.5),
-    Claim(DESIGN_DOC, r"points, interval \+\d+ to \+(\d+)\), greedy \d+% → \d+%, and", NB02_CONFIRM,
-          confirm("pass1", "change", "bootstrap_95", 1), 0.5),
-    Claim(DESIGN_DOC, r"\), greedy (\d+)% → \d+%, and \d+% of the replies ran", NB02_CONFIRM,
-          confirm("greedy", "before"), 0.5),
-    Claim(DESIGN_DOC, r"\), greedy \d+% → (\d+)%, and \d+% of the replies ran", NB02_CONFIRM,
-          confirm("greedy", "after"), 0.5),
-    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, and (\d+)% of the replies ran", NB02_CONFIRM, confirm("cut", "after"),
-          0.5),
-    Claim(DESIGN_DOC, r"repeating an answer \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
-]
-
-# the reward exercise's placeholder (gold_anywhere), one seed so far
+def first_and_last_step(key: str) -> Callable[[str], Callable[[dict], float]]:
+    """when -> the share of the training's first ("before") or last ("after") step's replies with `key`, in %."""
+    suffix = {"before": "_first", "after": "_last"}
+    return lambda when: lambda data: 100 * data["runs"][0]["training"][key + suffix[when]]
 
 
 def numbers_a_reply(when: str) -> Callable[[dict], float]:
     return lambda d: (d["base"] if when == "before" else d["runs"][0]["after"])["confirm"]["sampled_mean_numbers"]
 
 
+def before_after(where: str, before: str, after: str, result: str, value: Callable[[str], Callable[[dict], float]],
+                 arrow: str = "% → ") -> list[Claim]:
+    """The two claims of one 'B% → A%' statement (or 'B% to A%' with arrow="% to "), between the regexes `before`
+    and `after`: B read by value("before"), A by value("after"), each to its rounding."""
+    return [Claim(where, before + r"(\d+)" + arrow + r"\d+%" + after, result, value("before"), 0.5),
+            Claim(where, before + r"\d+" + arrow + r"(\d+)%" + after, result, value("after"), 0.5)]
+
+
+def interval_claims(where: str, before: str, after: str, result: str, change: Callable[..., Callable[[dict], float]],
+                    signs: tuple[str, str] = (r"\+", r"\+")) -> list[Claim]:
+    """The two claims of one 95% interval 'L to H' (each end's sign a regex in `signs`), between the regexes `before`
+    and `after`: L read by change("bootstrap_95", 0), H by change("bootstrap_95", 1)."""
+    low, high = (sign + r"\d+" for sign in signs)
+    return [Claim(where, before + f"({low}) to {high}" + after, result, change("bootstrap_95", 0), 0.5),
+            Claim(where, before + f"{low} to ({high})" + after, result, change("bootstrap_95", 1), 0.5)]
+
+
+SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
-    Claim(NB05, SEEDS_SO_FAR + r", bfloat16,\s+\[learnability-nb02-placeholder", PLACEHOLDER_RUNS,
-          lambda d: len(d["runs"]), 0),
+    *[Claim(README, r"(\d) seeds? each so far", name, seeds_run, 0) for name in (NB02_CONFIRM, PLACEHOLDER_RUNS)],
+    *before_after(README, r"float32 default, pass@1 ", " and greedy", NB02_CONFIRM, partial(confirm, "pass1")),
+    *before_after(README, "and greedy ", r", with \d+% of the replies", NB02_CONFIRM, partial(confirm, "greedy")),
+    Claim(README, r"with (\d+)% of the replies run to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    # the design history: the fix and the placeholder beside the default
+    Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, seeds_run, 0),
+    *before_after(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 ", "", FIX_CONFIRM,
+                  partial(confirm, "pass1")),
+    *before_after(DESIGN_DOC, r"→ \d+%, greedy ", ", and the `####` line", FIX_CONFIRM, partial(confirm, "greedy")),
+    Claim(DESIGN_DOC, r"did not come back \((\d+)% of the first step's replies", FIX_CONFIRM,
+          first_and_last_step("right_answer_line")("before"), 0.5),
+    # notebook 05, section 5 (the default in float32) and section 4 (the fix)
+    Claim(NB05, SEEDS_SO_FAR + r", on 2 AMD EPYC", NB02_CONFIRM, seeds_run, 0),
+    Claim(NB05, r"cores, ([\d.]+) minutes of training", NB02_CONFIRM, lambda d: d["runs"][0]["train_minutes"], 0.05),
+    *before_after(NB05, r"pass@1 rose\s+from ", r" \(\+\d+ points", NB02_CONFIRM, partial(confirm, "pass1"),
+                  arrow="% to "),
+    Claim(NB05, r"to \d+% \(\+(\d+) points, over problems", NB02_CONFIRM, confirm("pass1", "change", "mean"), 0.5),
+    *interval_claims(NB05, "over problems ", r"\), greedy did not", NB02_CONFIRM, partial(confirm, "pass1", "change")),
+    *before_after(NB05, r"greedy did not move \(", r"\)", NB02_CONFIRM, partial(confirm, "greedy")),
+    Claim(NB05, r"and (\d+)% of the sampled\s+replies ran to the 48-token cap", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(NB05, r"ran to the 48-token cap \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
+    *before_after(NB05, r"the same seed went\s+", r" \(pass@1\)", NB02_CONFIRM, partial(design, "pass1")),
+    Claim(NB05, r"\(pass@1\) with (\d+)% cut", NB02_CONFIRM, design("cut", "after"), 0.5),
+    Claim(NB05, SEEDS_SO_FAR + r", bfloat16", FIX_CONFIRM, seeds_run, 0),
+    Claim(NB05, r"(\d+)% of the first step's replies earned the term", FIX_CONFIRM,
+          first_and_last_step("right_answer_line")("before"), 0.5),
+    Claim(NB05, r"earned the term and (\d+)% of the last step's", FIX_CONFIRM,
+          first_and_last_step("right_answer_line")("after"), 0.5),
+    Claim(NB05, r"the `####` line went from (\d+)% of the greedy replies", FIX_CONFIRM,
+          lambda d: 100 * d["base"]["format"], 0.5),
+    Claim(NB05, r"of the greedy replies to (\d+)%", FIX_CONFIRM, lambda d: 100 * d["runs"][0]["after"]["format"], 0.5),
+    Claim(NB05, r"\(greedy, (\d+) → \d+ tokens\) and none ran", FIX_CONFIRM, lambda d: d["base"]["mean_tokens"], 0.5),
+    Claim(NB05, r"\(greedy, \d+ → (\d+) tokens\) and none ran", FIX_CONFIRM,
+          lambda d: d["runs"][0]["after"]["mean_tokens"], 0.5),
+    *before_after(NB05, r"on the design set \(", r"\) and on the\s+confirmation", FIX_CONFIRM,
+                  partial(design, "pass1")),
+    *before_after(NB05, r"confirmation problems \(", r"\), greedy rose", FIX_CONFIRM, partial(confirm, "pass1")),
+    *before_after(NB05, r"significantly \(", ", interval", FIX_CONFIRM, partial(design, "greedy")),
+    *interval_claims(NB05, "interval ", " points;", FIX_CONFIRM, partial(design, "greedy", "change"),
+                     signs=("−?", r"\+")),
+    *before_after(NB05, r"points;\s+", r"\)\. A term", FIX_CONFIRM, partial(confirm, "greedy")),
+    # notebook 02's section 11, the guide and the design history
+    Claim(NB02, r"in the first committed float32 seed\s+(\d+)% before", NB02_CONFIRM, confirm("cut", "before"), 0.5),
+    Claim(NB02, r"float32 seed\s+\d+% before, (\d+)% after, an answer repeated", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(GUIDE, r"line did not come back \((\d+)% of the\s+first step's replies", FIX_CONFIRM,
+          first_and_last_step("right_answer_line")("before"), 0.5),
+    Claim(GUIDE, r"sent (\d+)% of its replies to the\s+token cap", NB02_CONFIRM, confirm("cut", "after"), 0.5),
+    Claim(DESIGN_DOC, r"float32\), (\d) seeds? of the 5 planned", NB02_CONFIRM, seeds_run, 0),
+    *before_after(DESIGN_DOC, r"EPYC\): pass@1 ", r" \(\+\d+ points", NB02_CONFIRM, partial(confirm, "pass1")),
+    Claim(DESIGN_DOC, r"EPYC\): pass@1 \d+% → \d+% \(\+(\d+) points, interval \+\d+ to \+\d+\)", NB02_CONFIRM,
+          confirm("pass1", "change", "mean"), 0.5),
+    *interval_claims(DESIGN_DOC, "points, interval ", r"\), greedy \d+% → \d+%, and", NB02_CONFIRM,
+                     partial(confirm, "pass1", "change")),
+    *before_after(DESIGN_DOC, r"\), greedy ", r", and \d+% of the replies ran", NB02_CONFIRM,
+                  partial(confirm, "greedy")),
+    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, and (\d+)% of the replies ran", NB02_CONFIRM, confirm("cut", "after"),
+          0.5),
+    Claim(DESIGN_DOC, r"repeating an answer \((\d+)% before\)", NB02_CONFIRM, confirm("cut", "before"), 0.5),
+    # the reward exercise's placeholder (gold_anywhere)
+    Claim(NB05, SEEDS_SO_FAR + r", bfloat16,\s+\[learnability-nb02-placeholder", PLACEHOLDER_RUNS, seeds_run, 0),
     Claim(NB05, r"earned it rose from (\d+)% in the\s+first step", PLACEHOLDER_RUNS,
-          first_and_last_step("gold_anywhere", 0), 0.5),
-    Claim(NB05, r"first step to (\d+)% in the last", PLACEHOLDER_RUNS, first_and_last_step("gold_anywhere", 1), 0.5),
-    Claim(NB05, r"last number was right fell from (\d+)% to \d+%", PLACEHOLDER_RUNS,
-          first_and_last_step("last_number_right", 0), 0.5),
-    Claim(NB05, r"last number was right fell from \d+% to (\d+)%", PLACEHOLDER_RUNS,
-          first_and_last_step("last_number_right", 1), 0.5),
-    Claim(NB05, r"greedy accuracy fell from (\d+)% to \d+% \(−\d+ points, over problems", PLACEHOLDER_RUNS,
-          confirm("greedy", "before"), 0.5),
-    Claim(NB05, r"greedy accuracy fell from \d+% to (\d+)% \(−\d+ points, over problems", PLACEHOLDER_RUNS,
-          confirm("greedy", "after"), 0.5),
+          first_and_last_step("gold_anywhere")("before"), 0.5),
+    Claim(NB05, r"first step to (\d+)% in the last", PLACEHOLDER_RUNS, first_and_last_step("gold_anywhere")("after"),
+          0.5),
+    *before_after(NB05, "last number was right fell from ", "", PLACEHOLDER_RUNS,
+                  first_and_last_step("last_number_right"), arrow="% to "),
+    *before_after(NB05, "greedy accuracy fell from ", r" \(−\d+ points, over problems", PLACEHOLDER_RUNS,
+                  partial(confirm, "greedy"), arrow="% to "),
     Claim(NB05, r"to \d+% \((−\d+) points, over problems −\d+ to −\d+\) and pass@1", PLACEHOLDER_RUNS,
           confirm("greedy", "change", "mean"), 0.5),
-    Claim(NB05, r"over problems (−\d+) to −\d+\) and pass@1", PLACEHOLDER_RUNS,
-          confirm("greedy", "change", "bootstrap_95", 0), 0.5),
-    Claim(NB05, r"over problems −\d+ to (−\d+)\) and pass@1", PLACEHOLDER_RUNS,
-          confirm("greedy", "change", "bootstrap_95", 1), 0.5),
-    Claim(NB05, r"and pass@1 did not\s+move \((\d+)% →", PLACEHOLDER_RUNS, confirm("pass1", "before"), 0.5),
-    Claim(NB05, r"and pass@1 did not\s+move \(\d+% → (\d+)%\)", PLACEHOLDER_RUNS, confirm("pass1", "after"), 0.5),
+    *interval_claims(NB05, "over problems ", r"\) and pass@1", PLACEHOLDER_RUNS, partial(confirm, "greedy", "change"),
+                     signs=("−", "−")),
+    *before_after(NB05, r"and pass@1 did not\s+move \(", r"\)", PLACEHOLDER_RUNS, partial(confirm, "pass1")),
     Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("before"), 0.05),
     Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("after"), 0.05),
-    Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, lambda d: len(d["runs"]), 0),
-    *[Claim(where, before + r"greedy (\d+)% → \d+%", PLACEHOLDER_RUNS, confirm("greedy", "before"), 0.5)
-      for where, before in ((README, r"placeholder, "), (DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+"))],
-    *[Claim(where, before + r"greedy \d+% → (\d+)%", PLACEHOLDER_RUNS, confirm("greedy", "after"), 0.5)
-      for where, before in ((README, r"placeholder, "), (DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+"))],
-    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 (\d+)% → \d+%, with replies", PLACEHOLDER_RUNS,
-          confirm("pass1", "before"), 0.5),
-    Claim(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 \d+% → (\d+)%, with replies", PLACEHOLDER_RUNS,
-          confirm("pass1", "after"), 0.5),
+    Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, seeds_run, 0),
+    *before_after(README, "placeholder, greedy ", "", PLACEHOLDER_RUNS, partial(confirm, "greedy")),
+    *before_after(DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+greedy ", "", PLACEHOLDER_RUNS,
+                  partial(confirm, "greedy")),
+    *before_after(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 ", ", with replies", PLACEHOLDER_RUNS,
+                  partial(confirm, "pass1")),
 ]
 
 
@@ -1141,26 +1128,24 @@ def test_the_placeholder_examples_quoted_are_the_files():
                           (GUIDE, "3 * 5 = 150000"), (DESIGN_DOC, "3 * 5 = 150000")):
         assert f"`{quoted}`" in stated_text(where) and any(quoted in example for example in kept), (where, quoted)
 
-# notebook 02's default in bfloat16 on this trainer, one seed so far
-NB02_BF16_RUNS = "learnability-nb02-bf16-2026-12-06.json"
+
+# notebook 02's default in bfloat16 on this trainer
 BF16_AT = r"learnability-nb02-bf16-2026-12-06.json\)[\s\S]*?"
+CONFIRMED_GAIN = r" (?:on the\s+confirmation problems )?\(\+\d+ points"
 CLAIMS += [
-    Claim(NB05, r"In (\d) seeds? so far \(\[learnability-nb02-bf16", NB02_BF16_RUNS, lambda d: len(d["runs"]), 0),
+    Claim(NB05, r"In (\d) seeds? so far \(\[learnability-nb02-bf16", NB02_BF16_RUNS, seeds_run, 0),
     Claim(NB05, BF16_AT + r"\s([\d.]+) minutes of training on 2 AMD EPYC", NB02_BF16_RUNS,
           lambda d: d["runs"][0]["train_minutes"], 0.05),
-    Claim(NB05, BF16_AT + r"pass@1 (\d+)% → \d+% on the design set", NB02_BF16_RUNS, design("pass1", "before"), 0.5),
-    Claim(NB05, BF16_AT + r"pass@1 \d+% → (\d+)% on the design set", NB02_BF16_RUNS, design("pass1", "after"), 0.5),
-    *[Claim(where, BF16_AT + pattern, NB02_BF16_RUNS, value, 0.5) for where in (NB05, DESIGN_DOC)
-      for pattern, value in (
-          (r"(\d+)% → \d+% (?:on the\s+confirmation problems )?\(\+\d+ points", confirm("pass1", "before")),
-          (r"\d+% → (\d+)% (?:on the\s+confirmation problems )?\(\+\d+ points", confirm("pass1", "after")),
-          (r"\d+% → \d+% (?:on the\s+confirmation problems )?\(\+(\d+) points", confirm("pass1", "change", "mean")),
-          (r"points, (?:over problems|interval) \+(\d+) to \+\d+\)", confirm("pass1", "change", "bootstrap_95", 0)),
-          (r"points, (?:over problems|interval) \+\d+ to \+(\d+)\)", confirm("pass1", "change", "bootstrap_95", 1)),
-          (r"greedy (?:\d+% → \d+% and )?(\d+)% → \d+%(?:, neither|, 0%)", confirm("greedy", "before")),
-          (r"greedy (?:\d+% → \d+% and )?\d+% → (\d+)%(?:, neither|, 0%)", confirm("greedy", "after")))],
-    Claim(NB05, BF16_AT + r"greedy (\d+)% → \d+% and", NB02_BF16_RUNS, design("greedy", "before"), 0.5),
-    Claim(NB05, BF16_AT + r"greedy \d+% → (\d+)% and", NB02_BF16_RUNS, design("greedy", "after"), 0.5),
+    *before_after(NB05, BF16_AT + "pass@1 ", " on the design set", NB02_BF16_RUNS, partial(design, "pass1")),
+    *[claim for where in (NB05, DESIGN_DOC) for claim in (
+        *before_after(where, BF16_AT, CONFIRMED_GAIN, NB02_BF16_RUNS, partial(confirm, "pass1")),
+        Claim(where, BF16_AT + r"\d+% → \d+%" + CONFIRMED_GAIN.replace(r"\(\+\d+", r"\(\+(\d+)"), NB02_BF16_RUNS,
+              confirm("pass1", "change", "mean"), 0.5),
+        *interval_claims(where, BF16_AT + "points, (?:over problems|interval) ", r"\)", NB02_BF16_RUNS,
+                         partial(confirm, "pass1", "change")),
+        *before_after(where, BF16_AT + r"greedy (?:\d+% → \d+% and )?", "(?:, neither|, 0%)", NB02_BF16_RUNS,
+                      partial(confirm, "greedy")))],
+    *before_after(NB05, BF16_AT + "greedy ", " and", NB02_BF16_RUNS, partial(design, "greedy")),
     Claim(NB05, BF16_AT + r"cap \((\d+)% of the sampled confirmation replies before\)", NB02_BF16_RUNS,
           confirm("cut", "before"), 0.5),
     Claim(DESIGN_DOC, BF16_AT + r"greedy \d+% → \d+%, (\d+)% of the replies cut", NB02_BF16_RUNS,
