@@ -64,7 +64,7 @@ from helpers.grpo.memory import PeakMemory, peak_rss_gb
 from helpers.grpo.rewards import RubricRewards
 from helpers.grpo.step_timer import StepTimer
 from helpers.machine_speed import machine_record
-from helpers.results import RESULTS_DIR, cpu_flags, machine_info, write_result
+from helpers.results import RESULTS_DIR, cpu_class, cpu_flags, machine_info, write_result
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 
@@ -471,7 +471,7 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         if base_done:
             server.sync(model, step=0)
         else:  # the evaluation's server, then training's
-            result["base"] = evaluations(0, training_follows=steps > 0)
+            result["base"] = {**evaluations(0, training_follows=steps > 0), "machine": run_machine()}
             print(f"  base: strict {result['base']['strict']:.3f}, lenient {result['base']['lenient']:.3f}, "
                   f"{result['base']['seconds']:.0f} s", flush=True)
             if on_base:
@@ -802,6 +802,15 @@ def result_path(name: str) -> Path | None:
     return files[-1] if files else None
 
 
+def record_cpu_classes(record: dict) -> set[str]:
+    """The CPU classes a result file's base evaluation and runs ran on (a base without its own machine record ran
+    where the file was last written: the files written before bases kept one had one CPU each)."""
+    classes = {cpu_class(r["machine"]["cpu_flags"]) for r in record.get("runs", []) if "machine" in r}
+    if record.get("base"):
+        classes.add(cpu_class(record["base"].get("machine", {}).get("cpu_flags") or record.get("cpu_flags", {})))
+    return classes
+
+
 def load_record(bench: str, name: str, setting: Setting) -> dict:
     path = result_path(name) if bench == "learnability" else None
     if path is None:
@@ -810,6 +819,10 @@ def load_record(bench: str, name: str, setting: Setting) -> dict:
     if {k: record.get(k) for k in asdict(setting)} != asdict(setting):
         print(f"  {path.name} holds another configuration of {name!r}: starting its runs afresh", flush=True)
         return {"setting": name, **asdict(setting), "base": None, "runs": []}
+    if (classes := record_cpu_classes(record)) - {cpu_class()}:  # before and after, and seeds, on one class of CPU
+        raise SystemExit(f"{path.name} ran on a CPU of class {', '.join(sorted(classes))}; this one is "
+                         f"{cpu_class()}. Pass --cpu-file to keep this CPU's runs, with their own base evaluation, "
+                         f"in learnability-{name}-{cpu_class()}-<date>.json")
     return record
 
 
@@ -817,16 +830,19 @@ EVALUATION_FIELDS = ("task", "env_args", "eval_max_tokens", "num_eval", "eval_sa
                      "temperature", "top_p")  # what a base evaluation depends on (the weights are the start model's)
 
 
-def shared_base(name: str, setting: Setting) -> dict | None:
+def shared_base(name: str, setting: Setting, file_suffix: str = "") -> dict | None:
     """The base evaluation of another setting whose evaluation is the same (same problems, samples and seeds, the
-    same untrained weights): it is the same evaluation, done once. Marked with the file it came from."""
+    same untrained weights) on this class of CPU: it is the same evaluation, done once. Marked with the file it came
+    from. `file_suffix`: the files of this CPU's own (--cpu-file)."""
     key = {f: getattr(setting, f) for f in EVALUATION_FIELDS}
     for other, other_setting in SETTINGS.items():
-        path = result_path(other)
-        if other == name or path is None or {f: getattr(other_setting, f) for f in EVALUATION_FIELDS} != key:
+        path = result_path(other + file_suffix)
+        if other + file_suffix == name or path is None or \
+                {f: getattr(other_setting, f) for f in EVALUATION_FIELDS} != key:
             continue
         record = json.loads(path.read_text())
-        if record.get("base") and {k: record.get(k) for k in asdict(other_setting)} == asdict(other_setting):
+        if record.get("base") and {k: record.get(k) for k in asdict(other_setting)} == asdict(other_setting) \
+                and record_cpu_classes({"base": record["base"], "cpu_flags": record.get("cpu_flags")}) == {cpu_class()}:
             return {**record["base"], "from": record["base"].get("from", path.name)}
     return None
 
@@ -843,7 +859,8 @@ def save_record(bench: str, name: str, record: dict, info: dict) -> Path:
     return write_result(bench, info, keep, suffix=name)
 
 
-def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, expert_iteration: bool = False) -> dict:
+def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, expert_iteration: bool = False,
+                file_suffix: str = "") -> dict:
     """Each seed's run of `setting` (GRPO, or expert iteration on the same samples), merged into its result
     file as soon as it ends (the file is read again before writing, so runs of other seeds in other
     processes are kept)."""
@@ -865,7 +882,7 @@ def run_setting(name: str, setting: Setting, seeds: list[int], threads: int, exp
                   flush=True)
             save_record("learnability", name, record, info)
         return record
-    if record.get("base") is None and (base := shared_base(name, setting)):
+    if record.get("base") is None and (base := shared_base(name, setting, file_suffix)):
         record["base"] = base
         print(f"  base evaluation: {base['from']}'s, the same evaluation", flush=True)
         save_record("learnability", name, record, info)
@@ -934,6 +951,10 @@ def main() -> None:
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="override a Setting field for an exploratory run (the result file is then named "
                              "after the setting plus the overrides)")
+    parser.add_argument("--cpu-file", action="store_true",
+                        help="keep this CPU's runs and base evaluation in files of their own, named after the setting "
+                             "plus the CPU's class (amx, avx512_bf16, avx512, avx2): seeds are pooled, and before "
+                             "compared with after, only within one class")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--time-steps", type=whole_number(1, what="steps"),
                       help="train this many steps and report s/step only (no evaluation)")
@@ -981,6 +1002,8 @@ def main() -> None:
             label += f"_{key}={value}"
         if args.precision and args.precision != ("bfloat16" if setting.bf16 else "float32"):
             setting, label = replace(setting, bf16=args.precision == "bfloat16"), f"{label}_{args.precision}"
+        file_suffix = f"-{cpu_class()}" if args.cpu_file else ""
+        label += file_suffix
         if args.time_steps:
             out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)
             timing = {"setting": label, "steps": args.time_steps, "threads": threads, **out["training"],
@@ -1002,7 +1025,8 @@ def main() -> None:
                 save_record("learnability", label, record, info)
             records.append(record)
             continue
-        records.append(run_setting(label, setting, args.seeds, threads, expert_iteration=args.expert_iteration))
+        records.append(run_setting(label, setting, args.seeds, threads, expert_iteration=args.expert_iteration,
+                                   file_suffix=file_suffix))
     if records:
         print()
         print_table(records)

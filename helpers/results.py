@@ -64,6 +64,16 @@ def cpu_flags() -> dict:
     return {flag: flag in flags for flag in CPU_FLAGS}
 
 
+def cpu_class(flags: dict | None = None) -> str:
+    """The class of CPU whose runs may be pooled and compared: what it computes bfloat16 and float32 with
+    (a CPU with AMX, one with avx512_bf16, one with AVX-512 or only AVX2: bfloat16 emulated on the last two)."""
+    flags = cpu_flags() if flags is None else flags
+    for flag, name in (("amx_bf16", "amx"), ("avx512_bf16", "avx512_bf16"), ("avx512f", "avx512"), ("avx2", "avx2")):
+        if flags.get(flag):
+            return name
+    return "no-avx2"
+
+
 def machine_info() -> dict:
     """The facts a reader needs to judge a figure; call it before the run (load average now)."""
     return {

@@ -680,7 +680,7 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     import bench_learnability as bl
 
     monkeypatch.setattr(bl, "RESULTS_DIR", tmp_path)
-    base = {"strict": 0.25, "lenient": 0.5}
+    base = {"strict": 0.25, "lenient": 0.5, "machine": {"cpu_flags": bl.cpu_flags()}}
     source = tmp_path / "learnability-nb02-bf16-2026-12-06.json"
     source.write_text(json.dumps({"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]),
                                   "base": base}))
@@ -692,3 +692,48 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     older = {"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]), "confirm_samples": 8, "base": base}
     source.write_text(json.dumps(older))
     assert bl.shared_base("nb02-fp32", bl.SETTINGS["nb02-fp32"]) is None  # evaluated with 8 samples
+
+
+def test_bench_learnability_keeps_each_class_of_cpu_in_its_own_file(tmp_path, monkeypatch):
+    """Seeds are pooled, and before compared with after, only within one class of CPU: a file whose base or runs ran
+    on another class is refused with the flag that fixes it, and --cpu-file's files share bases only among
+    themselves."""
+    import dataclasses
+    import sys
+
+    from helpers.paths import PROJECT_ROOT
+    from helpers.results import cpu_class
+
+    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
+
+    import bench_learnability as bl
+
+    here = bl.cpu_flags()
+    other = {**dict.fromkeys(here, False), "avx2": True, "avx512f": True, "avx512_bf16": not here.get("avx512_bf16")}
+    assert cpu_class(other) != cpu_class(here)
+    assert [cpu_class(f) for f in ({"amx_bf16": True, "avx512_bf16": True}, {"avx512_bf16": True, "avx2": True},
+                                   {"avx512f": True, "avx2": True}, {"avx2": True}, {})] == \
+        ["amx", "avx512_bf16", "avx512", "avx2", "no-avx2"]
+    monkeypatch.setattr(bl, "RESULTS_DIR", tmp_path)
+    setting = bl.SETTINGS["nb02-fp32"]
+    record = {"setting": "nb02-fp32", **dataclasses.asdict(setting), "cpu_flags": other,
+              "base": {"strict": 0.25}, "runs": [{"seed": 0, "machine": {"cpu_flags": other}}]}
+    (tmp_path / "learnability-nb02-fp32-2026-12-06.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="--cpu-file"):
+        bl.load_record("learnability", "nb02-fp32", setting)
+    record["runs"][0]["machine"]["cpu_flags"] = record["cpu_flags"] = here  # the base alone ran elsewhere
+    record["base"]["machine"] = {"cpu_flags": other}
+    (tmp_path / "learnability-nb02-fp32-2026-12-06.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="--cpu-file"):
+        bl.load_record("learnability", "nb02-fp32", setting)
+    assert bl.load_record("learnability", f"nb02-fp32-{cpu_class()}", setting)["runs"] == []  # a file of its own
+    bf16 = {"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]),
+            "base": {"strict": 0.5, "machine": {"cpu_flags": here}}}
+    (tmp_path / "learnability-nb02-bf16-2026-12-06.json").write_text(json.dumps(bf16))
+    suffix = f"-{cpu_class()}"
+    assert bl.shared_base("nb02-fp32" + suffix, setting, suffix) is None  # that file is not among this CPU's own
+    (tmp_path / f"learnability-nb02-bf16{suffix}-2026-12-07.json").write_text(json.dumps(bf16))
+    assert bl.shared_base("nb02-fp32" + suffix, setting, suffix)["strict"] == 0.5
+    bf16["base"]["machine"]["cpu_flags"] = other
+    (tmp_path / "learnability-nb02-bf16-2026-12-06.json").write_text(json.dumps(bf16))
+    assert bl.shared_base("nb02-fp32", setting) is None  # evaluated on another class of CPU
