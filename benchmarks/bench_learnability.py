@@ -25,6 +25,8 @@ to seed variation. The goal (issue 21): a gain of at least 10 points whose inter
 
 Each setting's runs are merged into benchmarks/results/learnability-<setting>-<date>.json (a run
 of the same seed and steps replaces the earlier one), so the grid can be run one seed at a time.
+A file holds one class of CPU (helpers.results.cpu_class: amx, avx512_bf16, avx512, avx2), its base evaluation's
+and every seed's: on another class, `--cpu-file` starts learnability-<setting>-<class>-<date>.json with its own base.
 Timings depend on the machine's load: each run records the load average and the CPU's flags; take
 s/step from a run under `flock -x /tmp/course-cpu.lock` (the --time-steps mode is meant for that).
 """

@@ -182,7 +182,9 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
     else:
         problems = f"{(record.get('base') or {}).get('n', '?')} problems"
     seeds = len(summary.get("seeds", []))
-    table.index.name = f"{record['file']}: {seeds} seeds, {summary.get('steps')} steps, {problems}"
+    classes = sorted({cpu_class(r["machine"]["cpu_flags"]) for r in record.get("runs", []) if "machine" in r})
+    cpu = f" on {record.get('cpu', 'a CPU')} ({', '.join(classes)})" if classes else ""  # files hold one class each
+    table.index.name = f"{record['file']}: {seeds} seeds{cpu}, {summary.get('steps')} steps, {problems}"
     return table
 
 

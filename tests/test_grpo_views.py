@@ -150,6 +150,11 @@ def test_seeds_table_gives_each_seed_and_how_many_rose(results):
     assert confirm.loc[KINDS["greedy"], "seeds"] == "rose in 2 of 2 seeds"
     heading = "learnability-fake-2026-12-06.json: 3 seeds, 36 steps, 248 problems, greedy + 8 samples each"
     assert confirm.index.name == heading
+    record = json.loads((results / "learnability-fake-2026-12-06.json").read_text())
+    record.update(cpu="AMD EPYC", runs=[{"machine": {"cpu_flags": {"avx2": True, "avx512f": False}}}] * 3)
+    (results / "learnability-fake-2026-12-06.json").write_text(json.dumps(record))
+    assert seeds_table("fake", results=results).index.name == \
+        "learnability-fake-2026-12-06.json: 3 seeds on AMD EPYC (avx2), 36 steps, 100 problems"  # the CPU they ran on
 
 
 def test_a_missing_file_or_block_says_not_measured_yet(results, tmp_path):
