@@ -32,11 +32,12 @@ def test_05_reads_the_committed_files_in_under_a_minute(tmp_path, monkeypatch):
     record = result_record("arith-hack-one-line")
     per_seed = ", ".join(f"{g:+.1%}" for g in record["summary"]["diff_sampled_lenient"]["per_seed"])
     assert per_seed in text
-    settings = ("nb02-bf16", "nb02-fp32", "nb02-fix-right-line", "nb02-placeholder")
+    settings = ("nb02-bf16", "nb02-fp32", "nb02-fp32-avx2", "nb02-fix-right-line", "nb02-placeholder")
     for setting in settings:
         if result_record(setting) is None:  # files still being measured say so
             assert "not measured yet" in text
-            assert setting in ("nb02-fp32", "nb02-fix-right-line") or f"no learnability-{setting}-*.json" in text
+            assert setting in ("nb02-fp32", "nb02-fp32-avx2", "nb02-fix-right-line") or \
+                f"no learnability-{setting}-*.json" in text
     if all(result_record(setting) for setting in settings):  # every file committed: every table shows its runs
         assert "not measured yet" not in text
     assert any("image/png" in o.get("data", {}) for c in notebook["cells"] for o in c.get("outputs", []))
