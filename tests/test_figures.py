@@ -1024,6 +1024,9 @@ def seed_confirm(seed: int, key: str, scale: float = 100) -> Callable[[str], Cal
     return value
 
 
+SEED_0, SEED_1, SEED_2 = (seed_confirm(seed, "sampled_lenient") for seed in (0, 1, 2))  # pass@1, each seed
+
+
 def collapsed_seeds(data: dict) -> int:
     """Runs whose every sampled confirmation reply ran to the token cap."""
     return sum(r["after"]["confirm"]["sampled_cut"] >= 0.99 for r in data["runs"])
@@ -1054,8 +1057,9 @@ SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
     Claim(README, r"float32 default \((\d) seeds? so far, a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
     Claim(README, r"placeholder \((\d) seeds?\)", PLACEHOLDER_RUNS, seeds_run, 0),
-    *before_after(README, r"bfloat16\): pass@1 ", " in one,", FP32_AVX2, seed_confirm(0, "sampled_lenient")),
-    *before_after(README, r"in one, ", " in the other", FP32_AVX2, seed_confirm(1, "sampled_lenient")),
+    *before_after(README, r"bfloat16\): pass@1 ", r" and \d+% in two", FP32_AVX2, SEED_0),
+    Claim(README, r"bfloat16\): pass@1 \d+% → \d+% and (\d+)% in two", FP32_AVX2, SEED_2("after"), 0.5),
+    *before_after(README, r"in two, ", r" in the\s+third", FP32_AVX2, SEED_1),
     # the design history: the fix and the placeholder beside the default
     Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, seeds_run, 0),
     *before_after(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 ", "", FIX_CONFIRM,
@@ -1148,9 +1152,12 @@ def test_the_placeholder_examples_quoted_are_the_files():
 
 
 # the float32 default on a CPU with AVX2 only: each seed as the appendix and the design history tell it, and pooled
-SEED_0, SEED_1 = seed_confirm(0, "sampled_lenient"), seed_confirm(1, "sampled_lenient")  # pass@1, each seed
 CLAIMS += [
     Claim(NB05, r"In (\d) seeds? so far \(of the 5 planned\) on a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
+    Claim(NB05, r"takes ([\d.]+) minutes on 2\s+cores of an AMD EPYC with avx512_bf16",
+          "eval-methods-samples-2-2026-12-06.json", lambda d: d["full"]["seconds"] / 60, 0.05),
+    Claim(NB05, r"the untrained model's took ([\d.]+) on the\s+AVX2-only one", FP32_AVX2,
+          lambda d: d["base"]["confirm"]["seconds"] / 60, 0.05),
     Claim(NB05, r"([\d.]+)–[\d.]+ minutes of training a seed", FP32_AVX2,
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim(NB05, r"[\d.]+–([\d.]+) minutes of training a seed", FP32_AVX2,
@@ -1161,8 +1168,15 @@ CLAIMS += [
           0.5),
     *before_after(NB05, r"\(", r"\)", FP32_AVX2, seed_confirm(0, "format"), arrow="% of greedy replies → "),
     *before_after(NB05, r"of greedy replies → \d+%\): pass@1 ", ", greedy", FP32_AVX2, SEED_0),
-    *before_after(NB05, r"of greedy replies → \d+%\): pass@1 \d+% → \d+%, greedy ", r"\.\s+Seed 1", FP32_AVX2,
+    *before_after(NB05, r"of greedy replies → \d+%\): pass@1 \d+% → \d+%, greedy ", r"\.\s+Seed 2", FP32_AVX2,
                   seed_confirm(0, "lenient")),
+    Claim(NB05, r"Seed 2 did the same \(greedy replies of (\d+) tokens", FP32_AVX2,
+          seed_confirm(2, "mean_tokens", 1)("after"), 0.5),
+    Claim(NB05, r"Seed 2 did the same \(greedy replies of \d+ tokens, `####` in (\d+)%\)", FP32_AVX2,
+          seed_confirm(2, "format")("after"), 0.5),
+    *before_after(NB05, r"`####` in \d+%\): pass@1 ", ", greedy", FP32_AVX2, SEED_2),
+    *before_after(NB05, r"`####` in \d+%\): pass@1 \d+% → \d+%, greedy ", r"\.\s+Seed 1", FP32_AVX2,
+                  seed_confirm(2, "lenient")),
     *before_after(NB05, r"Omar: 6`\), pass@1 ", " and greedy", FP32_AVX2, SEED_1),
     *before_after(NB05, r"Omar: 6`\), pass@1 \d+% → \d+% and greedy ", r"\.\s+Pooled", FP32_AVX2,
                   seed_confirm(1, "lenient")),
@@ -1171,14 +1185,23 @@ CLAIMS += [
         Claim(where, r"Pooled, pass@1 rose in \d of (\d) seeds", FP32_AVX2, seeds_run, 0),
         Claim(where, r"and greedy fell in (\d) of \d", FP32_AVX2, rose_in("confirm", "greedy", "change", fell=True), 0),
         Claim(where, r"and greedy fell in \d of \d \((−?\d+) points", FP32_AVX2, confirm("greedy", "change", "mean"),
+              0.5),
+        Claim(where, r"rose in \d of \d seeds \((\+\d+)\s+points", FP32_AVX2, confirm("pass1", "change", "mean"),
               0.5))],
-    *interval_claims(NB05, r"greedy fell in \d of \d \(−?\d+ points, over problems\s+", r"\)\. Nothing", FP32_AVX2,
+    *interval_claims(NB05, r"greedy fell in \d of \d \(−?\d+ points,\s+over problems\s+", r"\);", FP32_AVX2,
                      partial(confirm, "greedy", "change"), signs=("−", "−")),
+    *interval_claims(NB05, r"rose in \d of \d seeds \(\+\d+ points, over problems ", r"\) and greedy", FP32_AVX2,
+                     partial(confirm, "pass1", "change")),
+    *interval_claims(DESIGN_DOC, r"rose in \d of \d seeds \(\+\d+\s+points, interval ", r"\) and greedy", FP32_AVX2,
+                     partial(confirm, "pass1", "change")),
     *interval_claims(DESIGN_DOC, r"greedy fell in \d of \d \(−?\d+ points, interval ", r"\)\. The", FP32_AVX2,
                      partial(confirm, "greedy", "change"), signs=("−", "−")),
     *before_after(DESIGN_DOC, r"Seed 0: pass@1 ", ", greedy", FP32_AVX2, SEED_0),
-    *before_after(DESIGN_DOC, r"Seed 0: pass@1 \d+% → \d+%, greedy ", ", in one", FP32_AVX2,
+    *before_after(DESIGN_DOC, r"Seed 0: pass@1 \d+% → \d+%, greedy ", "; seed 2", FP32_AVX2,
                   seed_confirm(0, "lenient")),
+    *before_after(DESIGN_DOC, r"seed 2:\s+pass@1 ", ", greedy", FP32_AVX2, SEED_2),
+    *before_after(DESIGN_DOC, r"seed 2:\s+pass@1 \d+% → \d+%, greedy ", "; both", FP32_AVX2,
+                  seed_confirm(2, "lenient")),
     *before_after(DESIGN_DOC, r"48-token cap: pass@1 ", ", greedy", FP32_AVX2, SEED_1),
     *before_after(DESIGN_DOC, r"48-token cap: pass@1 \d+% → \d+%, greedy\s+", r"\. Pooled", FP32_AVX2,
                   seed_confirm(1, "lenient")),
