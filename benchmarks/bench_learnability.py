@@ -66,7 +66,7 @@ from helpers.grpo.memory import PeakMemory, peak_rss_gb
 from helpers.grpo.rewards import RubricRewards
 from helpers.grpo.step_timer import StepTimer
 from helpers.machine_speed import machine_record
-from helpers.results import RESULTS_DIR, cpu_class, cpu_flags, machine_info, write_result
+from helpers.results import RESULTS_DIR, cpu_class, cpu_flags, machine_info, runs_cpu_classes, write_result
 
 _HASH_LINE = re.compile(r"^\s*####", re.MULTILINE)
 
@@ -804,13 +804,15 @@ def result_path(name: str) -> Path | None:
     return files[-1] if files else None
 
 
+def base_cpu_class(record: dict) -> str:
+    """The CPU class a result file's base evaluation ran on (a base without its own machine record ran where the
+    file was last written: the files written before bases kept one had one CPU each)."""
+    return cpu_class(record["base"].get("machine", {}).get("cpu_flags") or record.get("cpu_flags", {}))
+
+
 def record_cpu_classes(record: dict) -> set[str]:
-    """The CPU classes a result file's base evaluation and runs ran on (a base without its own machine record ran
-    where the file was last written: the files written before bases kept one had one CPU each)."""
-    classes = {cpu_class(r["machine"]["cpu_flags"]) for r in record.get("runs", []) if "machine" in r}
-    if record.get("base"):
-        classes.add(cpu_class(record["base"].get("machine", {}).get("cpu_flags") or record.get("cpu_flags", {})))
-    return classes
+    """The CPU classes a result file's base evaluation and runs ran on."""
+    return runs_cpu_classes(record) | ({base_cpu_class(record)} if record.get("base") else set())
 
 
 def load_record(bench: str, name: str, setting: Setting) -> dict:
@@ -821,10 +823,11 @@ def load_record(bench: str, name: str, setting: Setting) -> dict:
     if {k: record.get(k) for k in asdict(setting)} != asdict(setting):
         print(f"  {path.name} holds another configuration of {name!r}: starting its runs afresh", flush=True)
         return {"setting": name, **asdict(setting), "base": None, "runs": []}
-    if (classes := record_cpu_classes(record)) - {cpu_class()}:  # before and after, and seeds, on one class of CPU
-        raise SystemExit(f"{path.name} ran on a CPU of class {', '.join(sorted(classes))}; this one is "
-                         f"{cpu_class()}. Pass --cpu-file to keep this CPU's runs, with their own base evaluation, "
-                         f"in learnability-{name}-{cpu_class()}-<date>.json")
+    here = cpu_class()
+    if (classes := record_cpu_classes(record)) - {here}:  # before and after, and seeds, on one class of CPU
+        raise SystemExit(f"{path.name} ran on a CPU of class {', '.join(sorted(classes))}; this one is {here}. "
+                         f"Pass --cpu-file to keep this CPU's runs, with their own base evaluation, in "
+                         f"learnability-{name}-{here}-<date>.json")
     return record
 
 
@@ -844,7 +847,7 @@ def shared_base(name: str, setting: Setting, file_suffix: str = "") -> dict | No
             continue
         record = json.loads(path.read_text())
         if record.get("base") and {k: record.get(k) for k in asdict(other_setting)} == asdict(other_setting) \
-                and record_cpu_classes({"base": record["base"], "cpu_flags": record.get("cpu_flags")}) == {cpu_class()}:
+                and base_cpu_class(record) == cpu_class():
             return {**record["base"], "from": record["base"].get("from", path.name)}
     return None
 
@@ -996,6 +999,7 @@ def main() -> None:
                                             "designs": explore(threads, args.explore)}, suffix="explore")
         return
     records = []
+    file_suffix = f"-{cpu_class()}" if args.cpu_file else ""
     for name in args.settings:
         setting, label = SETTINGS[name], name
         for key, value in args.parameter:
@@ -1004,7 +1008,6 @@ def main() -> None:
             label += f"_{key}={value}"
         if args.precision and args.precision != ("bfloat16" if setting.bf16 else "float32"):
             setting, label = replace(setting, bf16=args.precision == "bfloat16"), f"{label}_{args.precision}"
-        file_suffix = f"-{cpu_class()}" if args.cpu_file else ""
         label += file_suffix
         if args.time_steps:
             out = train_run(setting, args.seeds[0], threads, steps=args.time_steps, evaluate_after=False)

@@ -74,6 +74,11 @@ def cpu_class(flags: dict | None = None) -> str:
     return "no-avx2"
 
 
+def runs_cpu_classes(record: dict) -> set[str]:
+    """The CPU classes a learnability result file's runs ran on (each run's machine record)."""
+    return {cpu_class(r["machine"]["cpu_flags"]) for r in record.get("runs", []) if "machine" in r}
+
+
 def machine_info() -> dict:
     """The facts a reader needs to judge a figure; call it before the run (load average now)."""
     return {
@@ -182,7 +187,7 @@ def seeds_table(setting: str, block: str = "signs", kinds: list[str] | None = No
     else:
         problems = f"{(record.get('base') or {}).get('n', '?')} problems"
     seeds = len(summary.get("seeds", []))
-    classes = sorted({cpu_class(r["machine"]["cpu_flags"]) for r in record.get("runs", []) if "machine" in r})
+    classes = sorted(runs_cpu_classes(record))
     cpu = f" on {record.get('cpu', 'a CPU')} ({', '.join(classes)})" if classes else ""  # files hold one class each
     table.index.name = f"{record['file']}: {seeds} seeds{cpu}, {summary.get('steps')} steps, {problems}"
     return table
