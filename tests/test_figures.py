@@ -1025,15 +1025,12 @@ def seed_confirm(seed: int, key: str, scale: float = 100) -> Callable[[str], Cal
 
 
 SEED_0, SEED_1, SEED_2 = (seed_confirm(seed, "sampled_lenient") for seed in (0, 1, 2))  # pass@1, each seed
+NUMBERS_A_REPLY = seed_confirm(0, "sampled_mean_numbers", 1)  # the placeholder's seed: numbers in a sampled reply
 
 
 def collapsed_seeds(data: dict) -> int:
     """Runs whose every sampled confirmation reply ran to the token cap."""
     return sum(r["after"]["confirm"]["sampled_cut"] >= 0.99 for r in data["runs"])
-
-
-def numbers_a_reply(when: str) -> Callable[[dict], float]:
-    return lambda d: (d["base"] if when == "before" else d["runs"][0]["after"])["confirm"]["sampled_mean_numbers"]
 
 
 def before_after(where: str, before: str, after: str, result: str, value: Callable[[str], Callable[[dict], float]],
@@ -1129,8 +1126,8 @@ CLAIMS += [
     *interval_claims(NB05, "over problems ", r"\) and pass@1", PLACEHOLDER_RUNS, partial(confirm, "greedy", "change"),
                      signs=("−", "−")),
     *before_after(NB05, r"and pass@1 did not\s+move \(", r"\)", PLACEHOLDER_RUNS, partial(confirm, "pass1")),
-    Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("before"), 0.05),
-    Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, numbers_a_reply("after"), 0.05),
+    Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("before"), 0.05),
+    Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("after"), 0.05),
     Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, seeds_run, 0),
     *before_after(README, r"placeholder \(\d seeds?\), greedy ", "", PLACEHOLDER_RUNS, partial(confirm, "greedy")),
     *before_after(DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+greedy ", "", PLACEHOLDER_RUNS,
