@@ -3,13 +3,16 @@ scoring (bench_learnability.evaluate: greedy, plus k samples a problem at the tr
 lenient, pass@1 from the k samples, pass@k), from the untrained model, each method timed as a whole. Prints a
 table and writes benchmarks/results/eval-methods-<date>.json.
 
-    .venv/bin/python benchmarks/bench_eval_methods.py [--problems 62] [--samples 8] [--full "llama.cpp x32"]
+    .venv/bin/python benchmarks/bench_eval_methods.py [--problems 62] [--samples 8] [--full "llama.cpp x32" ...]
 
 The methods: llama.cpp's server (the policy server, float16 GGUF) with 8 request slots as bench_learnability
-used it, and with more; transformers' own batched `generate` on the trainer's float32 weights, and in bfloat16
-autocast where the CPU has bfloat16 instructions. `--problems` takes the first N confirmation problems for the
-comparison; `--full METHOD` also evaluates all of them (248) with one method, the figure a learnability run pays
-per evaluation.
+used it, and with more; the 64-slot server asked for no log-probabilities, with its prompt cache, and in chunks
+of problems whose greedy requests follow their samples; transformers' own batched `generate` on the trainer's
+float32 weights, and in bfloat16 autocast where the CPU has bfloat16 instructions. Each row says how many
+problems it scored as the first row did (a method that changes no reply: all).
+`--problems` takes the first N confirmation problems for the
+comparison; `--full METHOD ...` also evaluates all of them (248) with each method named, the figure a learnability
+run pays per evaluation (the file's "full": one row per method).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ HF_BATCHES = (64, 128)
 
 
 def methods(model, tokenizer, folder: Path, threads: int) -> dict:
-    """Method name -> a function that opens its sampler (a context manager yielding an object with `complete`)."""
+    """Method name -> (a function that opens its sampler, a context manager yielding an object with `complete`;
+    the options bench_learnability.evaluate passes on)."""
     import contextlib
 
     from helpers.grpo.policy_server import PolicyServer
@@ -53,27 +57,48 @@ def methods(model, tokenizer, folder: Path, threads: int) -> dict:
             yield bl.TransformersSampler(model, tokenizer, batch=batch, bf16=bf16)
         return open_sampler
 
-    found = {f"llama.cpp x{slots}": server(slots) for slots in SERVER_SLOTS}
+    found = {f"llama.cpp x{slots}": (server(slots), {}) for slots in SERVER_SLOTS}
+    found["llama.cpp x64, again"] = (server(64), {})  # how far one method agrees with itself run to run
+    # The same server asked for less: no per-token log-probabilities (an evaluation reads none), then also the
+    # prompt cache (the system prompt is 36 of a prompt's ~65 tokens), then bench_learnability's lean evaluation:
+    # also in chunks of problems whose greedy requests follow their own samples, finding the whole prompt in a slot
+    lean = {"logprobs": False}
+    found["llama.cpp x64 no logprobs"] = (server(64), lean)
+    found["llama.cpp x64 no logprobs, prompt cache"] = (server(64), {**lean, "cache_prompt": True})
+    found["llama.cpp x64 lean (no logprobs, prompt cache, chunks)"] = (server(64), bl.LEAN_EVAL)
     for batch in HF_BATCHES:
-        found[f"transformers float32 x{batch}"] = transformers(False, batch)
+        found[f"transformers float32 x{batch}"] = (transformers(False, batch), {})
         if cpu_has_bf16():  # emulated bfloat16 is ~14x slower: not a candidate on such a CPU
-            found[f"transformers bfloat16 x{batch}"] = transformers(True, batch)
+            found[f"transformers bfloat16 x{batch}"] = (transformers(True, batch), {})
     return found
 
 
-def measure(open_sampler, tokenizer, env, samples: int, setting) -> dict:
+def measure(method: tuple, tokenizer, env, samples: int, setting) -> dict:
+    open_sampler, options = method
     with open_sampler() as sampler:
         started = time.monotonic()
         out = bl.evaluate(sampler, tokenizer, env, setting.eval_max_tokens, samples, setting.temperature,
-                          setting.top_p)
+                          setting.top_p, **options)
         seconds = time.monotonic() - started
     problems = out["n"]
     tokens = problems * (out["mean_tokens"] + samples * out["sampled_mean_tokens"])
     return {"problems": problems, "samples": samples, "seconds": round(seconds, 1),
+            "greedy_seconds": out["greedy_seconds"],
             "tokens": round(tokens), "tokens_per_s": round(tokens / seconds, 1),
             "greedy_lenient": out["lenient"], "greedy_strict": out["strict"],
             "pass1_lenient": out["sampled_lenient"], "pass1_strict": out["sampled_strict"],
-            "pass_at_k": out["sampled_pass_at_k"], "cut": out["cut"], "sampled_cut": out["sampled_cut"]}
+            "pass_at_k": out["sampled_pass_at_k"], "cut": out["cut"], "sampled_cut": out["sampled_cut"],
+            "greedy_per_problem": out["lenient_per_problem"], "pass1_per_problem": out["sampled_lenient_per_problem"]}
+
+
+def agreement(row: dict, reference: dict) -> dict:
+    """The share of problems a method scored as the reference did (greedy right or not; pass@1 from the same
+    seeds): where a method changes no reply, 1.0."""
+    def share(key: str) -> float:
+        pairs = list(zip(row[key], reference[key]))
+        return round(sum(a == b for a, b in pairs) / len(pairs), 4)
+    return {"reference": reference["method"], "greedy": share("greedy_per_problem"),
+            "pass1": share("pass1_per_problem")}
 
 
 def subset(env, n: int):
@@ -87,7 +112,7 @@ def main() -> None:
     parser.add_argument("--problems", type=whole_number(1, 248, "confirmation problems"), default=62)
     parser.add_argument("--samples", type=whole_number(1, 64, "samples a problem"), default=8)
     parser.add_argument("--threads", type=whole_number(1, 256, "threads"), default=default_threads())
-    parser.add_argument("--full", default=None, help="also evaluate every confirmation problem with this method")
+    parser.add_argument("--full", nargs="*", default=[], help="also evaluate every confirmation problem with these")
     parser.add_argument("--only", nargs="*", default=None, help="compare only these methods")
     args = parser.parse_args()
 
@@ -97,25 +122,28 @@ def main() -> None:
     setting = bl.SETTINGS["nb02-fp32"]
     model, tokenizer = bl.load_model(setting)
     info = machine_info()
-    rows, full = [], None
+    rows, full = [], []
     with tempfile.TemporaryDirectory() as tmp:
         found = methods(model, tokenizer, Path(tmp), args.threads)
-        unknown = [m for m in [args.full, *(args.only or [])] if m is not None and m not in found]
+        unknown = [m for m in [*args.full, *(args.only or [])] if m not in found]
         if unknown:
             raise SystemExit(f"bench_eval_methods: no method {unknown}; the methods are {sorted(found)}")
-        for name, open_sampler in found.items():
+        for name, method in found.items():
             if args.only is not None and name not in args.only:
                 continue
-            row = {"method": name, **measure(open_sampler, tokenizer, subset(bl.confirmation_env(setting),
+            row = {"method": name, **measure(method, tokenizer, subset(bl.confirmation_env(setting),
                                                                                 args.problems), args.samples, setting)}
             print(f"{name:28s} {row['seconds']:7.1f} s  {row['tokens_per_s']:6.1f} tokens/s  pass@1 "
                   f"{row['pass1_lenient']:.3f}  pass@{args.samples} {row['pass_at_k']:.3f}  greedy "
                   f"{row['greedy_lenient']:.3f}", flush=True)
+            row["same_scores_as_first"] = agreement(row, rows[0]) if rows else None
             rows.append(row)
-        if args.full:
-            full = {"method": args.full, **measure(found[args.full], tokenizer, bl.confirmation_env(setting),
-                                                   args.samples, setting)}
-            print(f"full: {args.full}: {full['problems']} problems in {full['seconds'] / 60:.1f} min", flush=True)
+        for name in args.full:
+            full.append({"method": name, **measure(found[name], tokenizer, bl.confirmation_env(setting),
+                                                   args.samples, setting)})
+            full[-1]["same_scores_as_first"] = agreement(full[-1], full[0]) if len(full) > 1 else None
+            print(f"full: {name}: {full[-1]['problems']} problems in {full[-1]['seconds'] / 60:.1f} min, same scores "
+                  f"as the first: {full[-1]['same_scores_as_first']}", flush=True)
     path = write_result("eval-methods", info, {
         "model": "SmolLM2-135M-Instruct, untrained", "problems": "the first --problems confirmation problems "
         "(bench_learnability.confirmation_env)", "threads": args.threads, "max_tokens": setting.eval_max_tokens,

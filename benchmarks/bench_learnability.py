@@ -96,6 +96,8 @@ class Setting:
     eval_samples: int = 0  # >0: also sample this many completions a held-out problem at the training temperature
     confirm_samples: int = 0  # >0: also evaluated on the confirmation problems (`confirmation_env`), that many
     # samples a problem at the training temperature (pass@1 and pass@k) and greedy
+    lean_eval: bool | None = None  # True: evaluations ask for no log-probabilities and reuse prompts (LEAN_EVAL);
+    # None: as the files before it were evaluated (a file without the field keeps matching its setting)
 
 
 NOTEBOOK_02 = {"learning_rate": 5e-5, "num_generations": 4, "prompts_per_step": 2, "max_completion_length": 200,
@@ -115,6 +117,10 @@ BF16_36 = {**BF16_50, "learning_rate": 3.5e-5, "steps": 36}
 # on 2 cores (eval-methods-samples-2-*.json; 3 samples took 6.0 in eval-methods-samples-3-*.json, and the greedy
 # requests sent beside the samples 5.7). pass@1's interval over problems comes mostly from the 248 problems.
 NB02_CONFIRMED = {**BF16_36, "confirm_samples": 2}
+# A lean evaluation's requests (eval-methods-samples-2-2026-12-07.json): no log-probabilities (an evaluation reads
+# none), the prompt cache on, and 32 problems at a time, so that a problem's greedy request finds its prompt in the
+# slot its samples used. Same problems, samples, seeds and scoring
+LEAN_EVAL = {"logprobs": False, "cache_prompt": True, "chunk": 32}
 EVAL_SLOTS = 64  # the policy server's slots while it evaluates (the fastest of eval-methods' llama.cpp rows);
 # training samples with PolicyServer's own (16), as notebook 02 does
 SETTINGS: dict[str, Setting] = {
@@ -171,6 +177,13 @@ SETTINGS: dict[str, Setting] = {
     "nb02-placeholder": Setting("notebook 02's default trained on the reward exercise's placeholder: the gold number "
                                 "anywhere in the reply", "word-arithmetic", ONE_LINE_TASK, reward="gold_anywhere",
                                 **NB02_CONFIRMED),
+    # the fix and the placeholder as a laptop trains them (float32), evaluated lean
+    "nb02-fix-right-line-fp32": Setting("notebook 02's default + 0.5 x right_answer_line, in float32",
+                                        "word-arithmetic", ONE_LINE_TASK, reward="last_number_right_line",
+                                        **{**NB02_CONFIRMED, "bf16": False, "lean_eval": True}),
+    "nb02-placeholder-fp32": Setting("notebook 02's default trained on the reward exercise's placeholder, in float32",
+                                     "word-arithmetic", ONE_LINE_TASK, reward="gold_anywhere",
+                                     **{**NB02_CONFIRMED, "bf16": False, "lean_eval": True}),
     "arith-short-format": Setting("the same as arith-short-correct, with today's reward: correct + 0.5 x any "
                                   "'#### <number>'", "word-arithmetic",
                                   {**ONE_STEP_20, "system_prompt": ONE_LINE_PROMPT}, **SHORT_DESIGN),
@@ -349,20 +362,39 @@ class TransformersSampler:
         return out
 
 
+def sample_and_greedy(server, prompt_ids: list[list[int]], max_tokens: int, samples: int, temperature: float,
+                      top_p: float, chunk: int | None = None, **options) -> tuple[list, list, float]:
+    """`samples` completions a prompt at `temperature` (the same seeds before and after training) and a greedy
+    one, with the greedy seconds. `chunk`: that many prompts at a time, each chunk's samples then its greedy
+    requests, so that with `cache_prompt` the greedy request finds its prompt in a slot the samples just used.
+    `options` go to `server.complete` (PolicyServer's logprobs and cache_prompt)."""
+    sampled, greedy, greedy_seconds = [], [], 0.0
+    chunk = chunk or len(prompt_ids)
+    for first in range(0, len(prompt_ids), chunk):
+        part = prompt_ids[first:first + chunk]
+        if samples:
+            sampled += server.complete(part, n=samples, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                       seed=5000 + first * samples, **options)
+        greedy_started = time.monotonic()
+        greedy += server.complete(part, n=1, max_tokens=max_tokens, temperature=0.0, **options)
+        greedy_seconds += time.monotonic() - greedy_started
+    return sampled, greedy, greedy_seconds
+
+
 def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperature: float = 1.0,
-             top_p: float = 1.0) -> dict:
+             top_p: float = 1.0, chunk: int | None = None, **options) -> dict:
     """Greedy completions of every held-out problem (env.eval_dataset) from the server's current weights, scored;
     with `samples`, also that many sampled completions a problem at `temperature` (the training's): pass@1 is the
-    mean over them and pass@k whether any is right, per problem."""
+    mean over them and pass@k whether any is right, per problem. `chunk` and `options`: sample_and_greedy's."""
     from gsm8k_course import NUMBER, correct_answer
 
     data = env.eval_dataset
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True) for p in data["prompt"]]
     sampled = {}
     started = time.monotonic()
+    out, completions, greedy_seconds = sample_and_greedy(server, prompt_ids, max_tokens, samples, temperature,
+                                                         top_p, chunk, **options)
     if samples:
-        out = server.complete(prompt_ids, n=samples, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                              seed=5000)  # the same seeds before and after training
         texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in out]
         answers = [a for a in data["answer"] for _ in range(samples)]
         per = {"lenient": [last_number_right(t, a) for t, a in zip(texts, answers)],
@@ -382,8 +414,6 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
         sampled["sampled_mean_numbers"] = sum(len(NUMBER.findall(t)) for t in texts) / len(texts)  # the placeholder's
         # reward pays for the gold number anywhere: a reply full of numbers earns it more often
         sampled["samples"], sampled["temperature"] = samples, temperature
-    greedy_started = time.monotonic()
-    completions = server.complete(prompt_ids, n=1, max_tokens=max_tokens, temperature=0.0)
     texts = [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
     strict = [correct_answer(env.parser, t, a) for t, a in zip(texts, data["answer"])]
     lenient = [last_number_right(t, a) for t, a in zip(texts, data["answer"])]
@@ -394,7 +424,7 @@ def evaluate(server, tokenizer, env, max_tokens: int, samples: int = 0, temperat
     return {
         **{kind: sum(v) / n for kind, v in signs.items()}, **{f"{kind}_per_problem": v for kind, v in signs.items()},
         "n": n, "seconds": round(time.monotonic() - started, 1),  # the whole evaluation, samples and greedy
-        "greedy_seconds": round(time.monotonic() - greedy_started, 1),
+        "greedy_seconds": round(greedy_seconds, 1),
         "strict": sum(strict) / n, "lenient": sum(lenient) / n,
         "format": sum(bool(env.parser.parse_answer(t)) for t in texts) / n,
         "one_answer_line": sum(one_answer_line(t) for t in texts) / n,
@@ -458,10 +488,11 @@ def train_run(setting: Setting, seed: int, threads: int, *, steps: int | None = 
         training_slots, server.parallel = server.parallel, EVAL_SLOTS
         server.sync(model, step=step)
         try:
-            out = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting))
+            lean = LEAN_EVAL if setting.lean_eval else {}
+            out = evaluate(server, tokenizer, env, setting.eval_max_tokens, *_sampling(setting), **lean)
             if confirm is not None:
                 out["confirm"] = evaluate(server, tokenizer, confirm, setting.eval_max_tokens,
-                                          setting.confirm_samples, setting.temperature, setting.top_p)
+                                          setting.confirm_samples, setting.temperature, setting.top_p, **lean)
         finally:
             server.parallel = training_slots
         if training_follows:
@@ -831,8 +862,9 @@ def load_record(bench: str, name: str, setting: Setting) -> dict:
     return record
 
 
+# what a base evaluation depends on (the weights are the start model's)
 EVALUATION_FIELDS = ("task", "env_args", "eval_max_tokens", "num_eval", "eval_samples", "confirm_samples",
-                     "temperature", "top_p")  # what a base evaluation depends on (the weights are the start model's)
+                     "temperature", "top_p", "lean_eval")
 
 
 def shared_base(name: str, setting: Setting, file_suffix: str = "") -> dict | None:

@@ -692,6 +692,36 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     older = {"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]), "confirm_samples": 8, "base": base}
     source.write_text(json.dumps(older))
     assert bl.shared_base("nb02-fp32", bl.SETTINGS["nb02-fp32"]) is None  # evaluated with 8 samples
+    source.write_text(json.dumps({"setting": "nb02-bf16", **dataclasses.asdict(bl.SETTINGS["nb02-bf16"]),
+                                  "base": base}))
+    assert bl.shared_base("nb02-fix-right-line-fp32", bl.SETTINGS["nb02-fix-right-line-fp32"]) is None  # lean
+
+
+def test_committed_learnability_files_still_match_their_settings():
+    """A field added to Setting (lean_eval) keeps its old value's meaning: it changes no committed file's match with
+    its setting, and notebook 02's files still match theirs, so a new seed extends a file instead of starting it
+    afresh."""
+    import dataclasses
+    import sys
+
+    from helpers.paths import PROJECT_ROOT
+
+    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
+
+    import bench_learnability as bl
+
+    def matches(record: dict, fields: dict) -> bool:
+        return {k: record.get(k) for k in fields} == fields
+
+    for name, setting in bl.SETTINGS.items():
+        path = bl.result_path(name)
+        if path is not None:
+            record, fields = json.loads(path.read_text()), dataclasses.asdict(setting)
+            older = {k: v for k, v in fields.items() if k != "lean_eval"}
+            assert matches(record, fields) == matches(record, older), path.name
+    for name in ("nb02-fp32", "nb02-bf16", "nb02-fix-right-line", "nb02-placeholder", "nb02-fp32-avx2"):
+        record = json.loads(bl.result_path(name).read_text())
+        assert matches(record, dataclasses.asdict(bl.SETTINGS[name.removesuffix("-avx2")])), name
 
 
 def test_bench_learnability_keeps_each_class_of_cpu_in_its_own_file(tmp_path, monkeypatch):

@@ -181,6 +181,35 @@ def test_the_measured_speed_is_the_real_servers_generation_speed(local_server, t
         policy.server = None
 
 
+@pytest.mark.slow
+def test_an_evaluation_can_skip_logprobs_and_reuse_prompts_on_the_real_server(local_server, tmp_path):
+    """An evaluation's requests (bench_learnability) ask for no log-probabilities and may reuse a slot's prompt:
+    the real server then still answers the same greedy tokens, each logprob is None, and a repeated prompt is
+    read from the cache (llama.cpp's own count of the prompt tokens it processed)."""
+    policy = PolicyServer(folder=tmp_path, parallel=local_server.parallel)
+    policy.server = local_server
+    prompt = list(range(100, 160))
+    try:
+        fresh = policy.complete([prompt], n=1, max_tokens=8, temperature=0.0)[0]
+        lean = policy.complete([prompt], n=1, max_tokens=8, temperature=0.0, logprobs=False, cache_prompt=True)[0]
+        assert lean.token_ids == fresh.token_ids and lean.finished == fresh.finished
+        assert lean.logprobs == [None] * len(lean.token_ids) and any(p is not None for p in fresh.logprobs)
+        again = policy.complete([prompt], n=1, max_tokens=8, temperature=0.0, logprobs=False, cache_prompt=True)[0]
+        assert again.token_ids == fresh.token_ids
+    finally:
+        policy.server = None
+    import urllib.request
+
+    from helpers.serving.child_process import NO_PROXY_OPENER
+
+    body = {"prompt": prompt, "n_predict": 1, "temperature": 0.0, "cache_prompt": True}
+    request = urllib.request.Request(local_server.base_url.removesuffix("/v1") + "/completion",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {local_server.api_key}"})
+    with NO_PROXY_OPENER.open(request, timeout=60) as reply:
+        assert json.loads(reply.read())["timings"]["prompt_n"] < len(prompt) // 2  # read from the slot's cache
+
+
 # ----------------------------------------------------------------------------- a server that dies
 
 

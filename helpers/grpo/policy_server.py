@@ -199,11 +199,16 @@ class PolicyServer(_StoppedOnExit):
 
     def complete(self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, *,
                  top_p: float = 1.0, top_k: int = 0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int = 0) -> list[Completion]:
+                 seed: int = 0, logprobs: bool = True, cache_prompt: bool = False) -> list[Completion]:
         """`n` completions of each prompt (token ids), grouped by prompt: prompt 0's n first. A request that
         takes longer than request_wait_s, or whose connection breaks, is sent once more with twice the wait;
         then, or when the server stopped or refused the request, EndpointError names the server's log and
-        what to do (the trainer's finished steps are in its checkpoints)."""
+        what to do (the trainer's finished steps are in its checkpoints).
+
+        `logprobs=False` skips the per-token log-probabilities (None each), which cost the server a pass over
+        the vocabulary per token; `cache_prompt=True` lets a request reuse the part of its prompt a slot
+        already holds (a shared system prompt, the same problem's earlier request), which may change a greedy
+        reply's floating-point path: only for evaluations that are all run the same way."""
         n = _whole_number("n", n, MAX_N, "completions of each prompt: a GRPO group is a few to a few dozen")
         max_tokens = _whole_number("max_tokens", max_tokens)
         server = self._running()
@@ -215,8 +220,8 @@ class PolicyServer(_StoppedOnExit):
             first, prompt, count = job
             body = {"prompt": prompt, "n_predict": max_tokens, "temperature": temperature, "top_p": top_p,
                     "top_k": top_k, "min_p": min_p, "typical_p": 1.0, "repeat_penalty": repetition_penalty,
-                    "seed": seed + first, "n_probs": 1, "return_tokens": True, "cache_prompt": False,
-                    "n_cmpl": count}
+                    "seed": seed + first, "n_probs": int(logprobs), "return_tokens": True,
+                    "cache_prompt": cache_prompt, "n_cmpl": count}
             wait_s = self.request_wait_s(max_tokens)
             failures = []
             for wait in (wait_s, 2 * wait_s):  # once more: a busy moment passes, a dropped connection is redone
@@ -236,7 +241,7 @@ class PolicyServer(_StoppedOnExit):
                         failures.append(f"the connection broke: {type(e).__name__}")
                         time.sleep(1.0)  # a killed server's exit shows a moment after its connections close
                     continue
-                replies = self._replies(raw, count, server)
+                replies = self._replies(raw, count, server, logprobs)
                 samples.append(_speed_sample(replies, time.monotonic() - started))
                 return [self._completion(o) for o in replies]
             if not server.is_running():
@@ -268,7 +273,7 @@ class PolicyServer(_StoppedOnExit):
             self.measured_rate = tokens / seconds  # what the next batch's wait follows
         return completions
 
-    def _replies(self, raw: bytes, count: int, server) -> list[dict]:
+    def _replies(self, raw: bytes, count: int, server, logprobs: bool = True) -> list[dict]:
         """The `count` completions of one reply, in order, as llama.cpp's /completion gives them."""
         log = display_path(server.log_path)
         try:
@@ -278,7 +283,7 @@ class PolicyServer(_StoppedOnExit):
                                 f"program answering on its port? Its log is {log}.") from None
         out = out if isinstance(out, list) else [out]
         if not all(isinstance(o, dict) and isinstance(o.get("tokens"), list)
-                   and isinstance(o.get("completion_probabilities"), list) for o in out):
+                   and (not logprobs or isinstance(o.get("completion_probabilities"), list)) for o in out):
             raise EndpointError(
                 "The policy server's reply has no token ids ('tokens' and 'completion_probabilities'): it "
                 "must be llama.cpp's server as the xllamacpp pinned in requirements.txt has it (`bash "
@@ -309,7 +314,7 @@ class PolicyServer(_StoppedOnExit):
 
     def _completion(self, out: dict) -> Completion:
         ids = list(out["tokens"])
-        logprobs = _aligned_logprobs(ids, out["completion_probabilities"])
+        logprobs = _aligned_logprobs(ids, out.get("completion_probabilities") or [])
         finished = out.get("stop_type") == "eos"
         if finished and (not ids or ids[-1] != self.eos_token_id):
             ids.append(self.eos_token_id)  # as transformers' generate keeps it: the model learns to stop
