@@ -1028,9 +1028,18 @@ SEED_0, SEED_1, SEED_2 = (seed_confirm(seed, "sampled_lenient") for seed in (0, 
 NUMBERS_A_REPLY = seed_confirm(0, "sampled_mean_numbers", 1)  # the placeholder's seed: numbers in a sampled reply
 
 
+def lowest_gain_after(data: dict) -> float:
+    """The lowest pass@1 (in %) after a float32 seed whose pass@1 rose on the confirmation problems."""
+    pass1 = data["summary"]["confirm"]["pass1"]
+    return 100 * min(a for a, d in zip(pass1["after_per_seed"], pass1["change"]["per_seed"]) if d > 0)
+
+
 def collapsed_seeds(data: dict) -> int:
-    """Runs whose every sampled confirmation reply ran to the token cap."""
-    return sum(r["after"]["confirm"]["sampled_cut"] >= 0.99 for r in data["runs"])
+    """Runs whose every sampled confirmation reply ran to the token cap, and whose pass@1 fell (a seed that padded
+    its answers to the cap gained)."""
+    before = data["base"]["confirm"]["sampled_lenient"]
+    return sum(r["after"]["confirm"]["sampled_cut"] >= 0.99 and r["after"]["confirm"]["sampled_lenient"] < before
+               for r in data["runs"])
 
 
 def before_after(where: str, before: str, after: str, result: str, value: Callable[[str], Callable[[dict], float]],
@@ -1052,11 +1061,15 @@ def interval_claims(where: str, before: str, after: str, result: str, change: Ca
 
 SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
-    Claim(README, r"float32 default \((\d) seeds? so far, a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
+    Claim(README, r"float32 default \((\d) seeds, a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
     Claim(README, r"placeholder \((\d) seeds?\)", PLACEHOLDER_RUNS, seeds_run, 0),
-    *before_after(README, r"bfloat16\): pass@1 ", r" and \d+% in two", FP32_AVX2, SEED_0),
-    Claim(README, r"bfloat16\): pass@1 \d+% → \d+% and (\d+)% in two", FP32_AVX2, SEED_2("after"), 0.5),
-    *before_after(README, r"in two, ", r" in the\s+third", FP32_AVX2, SEED_1),
+    Claim(README, r"bfloat16\): pass@1 (\d+)% → \d+–\d+% in \d seeds", FP32_AVX2, SEED_0("before"), 0.5),
+    Claim(README, r"pass@1 \d+% → (\d+)–\d+% in \d seeds", FP32_AVX2, lowest_gain_after, 0.5),
+    Claim(README, r"pass@1 \d+% → \d+–(\d+)% in \d seeds", FP32_AVX2,
+          lambda d: 100 * max(d["summary"]["confirm"]["pass1"]["after_per_seed"]), 0.5),
+    Claim(README, r"→ \d+–\d+% in (\d) seeds", FP32_AVX2, rose_in("confirm", "pass1", "change"), 0),
+    Claim(README, r"in \d seeds, → (\d+)% in \d \(collapsed", FP32_AVX2, SEED_1("after"), 0.5),
+    Claim(README, r"→ \d+% in (\d) \(collapsed at\s+the token cap\)", FP32_AVX2, collapsed_seeds, 0),
     # the design history: the fix and the placeholder beside the default
     Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, seeds_run, 0),
     *before_after(DESIGN_DOC, r"fix-right-line-2026-12-06.json\)\):\s+pass@1 ", "", FIX_CONFIRM,
@@ -1100,7 +1113,7 @@ CLAIMS += [
           first_and_last_step("right_answer_line")("before"), 0.5),
     Claim(GUIDE, r"(\d) of the default's \d float32 seeds on one CPU collapsed", FP32_AVX2, collapsed_seeds, 0),
     Claim(GUIDE, r"\d of the default's (\d) float32 seeds on one CPU", FP32_AVX2, seeds_run, 0),
-    Claim(DESIGN_DOC, r"float32\), (\d) seeds? of the 5 planned", FP32_AVX2, seeds_run, 0),
+    Claim(DESIGN_DOC, r"float32\), (\d) seeds on a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
     *before_after(DESIGN_DOC, r"avx512_bf16\): pass@1 ", r" \(\+\d+ points", NB02_CONFIRM, partial(confirm, "pass1")),
     Claim(DESIGN_DOC, r"avx512_bf16\): pass@1 \d+% → \d+% \(\+(\d+) points, interval \+\d+ to \+\d+\)", NB02_CONFIRM,
           confirm("pass1", "change", "mean"), 0.5),
@@ -1149,8 +1162,22 @@ def test_the_placeholder_examples_quoted_are_the_files():
 
 
 # the float32 default on a CPU with AVX2 only: each seed as the appendix and the design history tell it, and pooled
+SEED_3, SEED_4 = (seed_confirm(seed, "sampled_lenient") for seed in (3, 4))
+GREEDY = {seed: seed_confirm(seed, "lenient") for seed in range(5)}
+
+
+def most_format_after(data: dict) -> float:
+    """The largest share of greedy confirmation replies with a '#### <number>' line after any seed's run, in %."""
+    return 100 * max(r["after"]["confirm"]["format"] for r in data["runs"])
+
+
+def seeds_at_the_cap(data: dict) -> int:
+    """Runs after which most sampled confirmation replies ran to the token cap."""
+    return sum(r["after"]["confirm"]["sampled_cut"] > 0.5 for r in data["runs"])
+
+
 CLAIMS += [
-    Claim(NB05, r"In (\d) seeds? so far \(of the 5 planned\) on a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
+    Claim(NB05, r"In (\d) seeds on a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
     Claim(NB05, r"takes ([\d.]+) minutes on 2\s+cores of an AMD EPYC with avx512_bf16",
           "eval-methods-samples-2-2026-12-06.json", lambda d: d["full"]["seconds"] / 60, 0.05),
     Claim(NB05, r"the untrained model's took ([\d.]+) on the\s+AVX2-only one", FP32_AVX2,
@@ -1159,59 +1186,94 @@ CLAIMS += [
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim(NB05, r"[\d.]+–([\d.]+) minutes of training a seed", FP32_AVX2,
           lambda d: max(r["train_minutes"] for r in d["runs"]), 0.05),
-    Claim(NB05, r"greedy replies of (\d+) tokens, \d+ before", FP32_AVX2, seed_confirm(0, "mean_tokens", 1)("after"),
-          0.5),
-    Claim(NB05, r"greedy replies of \d+ tokens, (\d+) before", FP32_AVX2, seed_confirm(0, "mean_tokens", 1)("before"),
-          0.5),
-    *before_after(NB05, r"\(", r"\)", FP32_AVX2, seed_confirm(0, "format"), arrow="% of greedy replies → "),
-    *before_after(NB05, r"of greedy replies → \d+%\): pass@1 ", ", greedy", FP32_AVX2, SEED_0),
-    *before_after(NB05, r"of greedy replies → \d+%\): pass@1 \d+% → \d+%, greedy ", r"\.\s+Seed 2", FP32_AVX2,
-                  seed_confirm(0, "lenient")),
-    Claim(NB05, r"Seed 2 did the same \(greedy replies of (\d+) tokens", FP32_AVX2,
-          seed_confirm(2, "mean_tokens", 1)("after"), 0.5),
-    Claim(NB05, r"Seed 2 did the same \(greedy replies of \d+ tokens, `####` in (\d+)%\)", FP32_AVX2,
-          seed_confirm(2, "format")("after"), 0.5),
-    *before_after(NB05, r"`####` in \d+%\): pass@1 ", ", greedy", FP32_AVX2, SEED_2),
-    *before_after(NB05, r"`####` in \d+%\): pass@1 \d+% → \d+%, greedy ", r"\.\s+Seed 1", FP32_AVX2,
-                  seed_confirm(2, "lenient")),
+    Claim(NB05, r"every seed dropped the `####` line \((\d+)% of greedy replies before", FP32_AVX2,
+          seed_confirm(0, "format")("before"), 0.5),
+    Claim(NB05, r"of greedy replies before, at most (\d+)% after\)", FP32_AVX2, most_format_after, 0.5),
+    Claim(NB05, r"greedy replies of (\d+) and \d+ tokens", FP32_AVX2, seed_confirm(0, "mean_tokens", 1)("after"), 0.5),
+    Claim(NB05, r"greedy replies of \d+ and (\d+) tokens", FP32_AVX2, seed_confirm(2, "mean_tokens", 1)("after"), 0.5),
+    Claim(NB05, r"greedy replies of \d+ and \d+ tokens, (\d+) before", FP32_AVX2,
+          seed_confirm(0, "mean_tokens", 1)("before"), 0.5),
+    *before_after(NB05, r"tokens, \d+ before\): pass@1 ", r" and\s+\d+%, greedy", FP32_AVX2, SEED_0),
+    Claim(NB05, r"tokens, \d+ before\): pass@1 \d+% → \d+% and\s+(\d+)%, greedy", FP32_AVX2, SEED_2("after"), 0.5),
+    *before_after(NB05, r"and\s+\d+%, greedy ", r" and \d+%\.\s+- Seed 3", FP32_AVX2, GREEDY[0]),
+    Claim(NB05, r"greedy \d+% → \d+% and (\d+)%\.\s+- Seed 3", FP32_AVX2, GREEDY[2]("after"), 0.5),
+    Claim(NB05, r"then `####` to\s+the cap, in (\d+)% of greedy replies", FP32_AVX2,
+          seed_confirm(3, "multi_hash")("after"), 0.5),
+    *before_after(NB05, r"of greedy replies\): pass@1 ", ", greedy", FP32_AVX2, SEED_3),
+    *before_after(NB05, r"of greedy replies\): pass@1 \d+% → \d+%, greedy ", r"\.\s+- Seed 4", FP32_AVX2, GREEDY[3]),
+    Claim(NB05, r"ran on to the cap \((\d+)% of samples cut", FP32_AVX2, seed_confirm(4, "sampled_cut")("after"), 0.5),
+    *before_after(NB05, r"8 x 10`\):\s+pass@1 ", ", greedy", FP32_AVX2, SEED_4),
+    *before_after(NB05, r"8 x 10`\):\s+pass@1 \d+% → \d+%, greedy ", r"\.\s+- Seed 1", FP32_AVX2, GREEDY[4]),
     *before_after(NB05, r"Omar: 6`\), pass@1 ", " and greedy", FP32_AVX2, SEED_1),
-    *before_after(NB05, r"Omar: 6`\), pass@1 \d+% → \d+% and greedy ", r"\.\s+Pooled", FP32_AVX2,
-                  seed_confirm(1, "lenient")),
+    *before_after(NB05, r"Omar: 6`\), pass@1 \d+% → \d+% and greedy ", r"\.\s+Pooled", FP32_AVX2, GREEDY[1]),
+    Claim(NB05, r"in (\d) of the 5\s+seeds most replies ran to the cap", FP32_AVX2, seeds_at_the_cap, 0),
     *[claim for where in (NB05, DESIGN_DOC) for claim in (
         Claim(where, r"Pooled, pass@1 rose in (\d) of \d seeds", FP32_AVX2, rose_in("confirm", "pass1", "change"), 0),
         Claim(where, r"Pooled, pass@1 rose in \d of (\d) seeds", FP32_AVX2, seeds_run, 0),
-        Claim(where, r"and greedy fell in (\d) of \d", FP32_AVX2, rose_in("confirm", "greedy", "change", fell=True), 0),
-        Claim(where, r"and greedy fell in \d of \d \((−?\d+) points", FP32_AVX2, confirm("greedy", "change", "mean"),
-              0.5),
-        Claim(where, r"rose in \d of \d seeds \((\+\d+)\s+points", FP32_AVX2, confirm("pass1", "change", "mean"),
+        Claim(where, r"and greedy rose in (\d) and fell in \d", FP32_AVX2, rose_in("confirm", "greedy", "change"), 0),
+        Claim(where, r"and greedy rose in \d and fell in (\d)", FP32_AVX2,
+              rose_in("confirm", "greedy", "change", fell=True), 0),
+        Claim(where, r"and greedy rose in \d and fell in \d\s+\(([+−]?\d+) points", FP32_AVX2,
+              confirm("greedy", "change", "mean"), 0.5),
+        Claim(where, r"rose in \d of \d seeds\s+\((\+\d+)\s+points", FP32_AVX2, confirm("pass1", "change", "mean"),
               0.5))],
-    *interval_claims(NB05, r"greedy fell in \d of \d \(−?\d+ points,\s+over problems\s+", r"\);", FP32_AVX2,
-                     partial(confirm, "greedy", "change"), signs=("−", "−")),
+    *interval_claims(NB05, r"fell in \d\s+\([+−]?\d+ points, over problems ", r"\);", FP32_AVX2,
+                     partial(confirm, "greedy", "change"), signs=("−", r"\+")),
     *interval_claims(NB05, r"rose in \d of \d seeds \(\+\d+ points, over problems ", r"\) and greedy", FP32_AVX2,
                      partial(confirm, "pass1", "change")),
-    *interval_claims(DESIGN_DOC, r"rose in \d of \d seeds \(\+\d+\s+points, interval ", r"\) and greedy", FP32_AVX2,
+    *interval_claims(DESIGN_DOC, r"rose in \d of \d seeds\s+\(\+\d+\s+points, interval ", r"\) and greedy", FP32_AVX2,
                      partial(confirm, "pass1", "change")),
-    *interval_claims(DESIGN_DOC, r"greedy fell in \d of \d \(−?\d+ points, interval ", r"\)\. The", FP32_AVX2,
-                     partial(confirm, "greedy", "change"), signs=("−", "−")),
-    *before_after(DESIGN_DOC, r"Seed 0: pass@1 ", ", greedy", FP32_AVX2, SEED_0),
-    *before_after(DESIGN_DOC, r"Seed 0: pass@1 \d+% → \d+%, greedy ", "; seed 2", FP32_AVX2,
-                  seed_confirm(0, "lenient")),
-    *before_after(DESIGN_DOC, r"seed 2:\s+pass@1 ", ", greedy", FP32_AVX2, SEED_2),
-    *before_after(DESIGN_DOC, r"seed 2:\s+pass@1 \d+% → \d+%, greedy ", "; both", FP32_AVX2,
-                  seed_confirm(2, "lenient")),
+    *interval_claims(DESIGN_DOC, r"fell in \d\s+\([+−]?\d+ points, interval ", r"\)\.", FP32_AVX2,
+                     partial(confirm, "greedy", "change"), signs=("−", r"\+")),
+    *before_after(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 ", r" and \d+%", FP32_AVX2, SEED_0),
+    Claim(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, SEED_2("after"), 0.5),
+    *before_after(DESIGN_DOC, r"seeds 3 and 4: pass@1 ", r" and \d+%", FP32_AVX2, SEED_3),
+    Claim(DESIGN_DOC, r"seeds 3 and 4: pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, SEED_4("after"), 0.5),
     *before_after(DESIGN_DOC, r"48-token cap: pass@1 ", ", greedy", FP32_AVX2, SEED_1),
-    *before_after(DESIGN_DOC, r"48-token cap: pass@1 \d+% → \d+%, greedy\s+", r"\. Pooled", FP32_AVX2,
-                  seed_confirm(1, "lenient")),
+    *before_after(DESIGN_DOC, r"48-token cap: pass@1 \d+% → \d+%, greedy\s+", r"\. Pooled", FP32_AVX2, GREEDY[1]),
 ]
 
 
+def seed_behaviour(run: dict, base: dict) -> str:
+    """What a float32 seed's replies to the confirmation problems did after training, as the appendix names it."""
+    after, before = run["after"]["confirm"], base["confirm"]
+    if after["sampled_cut"] >= 0.99 and after["sampled_lenient"] < before["sampled_lenient"]:
+        return "collapsed"
+    if after["sampled_cut"] <= 0.05 and after["mean_tokens"] <= 20 and after["format"] <= 0.05:
+        return "answered in one short line"
+    if after["multi_hash"] >= 0.9 and after["sampled_cut"] >= 0.9:
+        return "wrote its answer, then bare `####` lines"
+    if after["sampled_cut"] > 0.5 and after["multi_hash"] <= 0.05:
+        return "answered in prose that ran on to the cap"
+    return "other"
+
+
+def test_the_float32_seeds_are_told_by_what_they_did():
+    """The appendix groups the float32 seeds by what their replies did: each named seed did that (read from its
+    evaluation after training), and every seed of the file is named once."""
+    data = json.loads((RESULTS / FP32_AVX2).read_text())
+    text = re.sub(r"\s+", " ", stated_text(NB05))
+    named: list[int] = []
+    for behaviour in ("answered in one short line", "wrote its answer, then bare `####` lines",
+                      "answered in prose that ran on to the cap", "collapsed"):
+        said = re.search(r"Seeds? ([\d, and]+?) " + re.escape(behaviour), text)
+        assert said, behaviour
+        seeds = [int(n) for n in re.findall(r"\d+", said.group(1))]
+        for seed in seeds:
+            run = next(r for r in data["runs"] if r["seed"] == seed)
+            assert seed_behaviour(run, data["base"]) == behaviour, (seed, behaviour)
+        named += seeds
+    assert sorted(named) == sorted(r["seed"] for r in data["runs"])
+
+
 def test_the_float32_seeds_notebook_02_describes_are_the_files():
-    """Section 11 says one float32 seed dropped `####` for a short line and one collapsed into replies cut at the cap:
-    the file holds a seed of each (greedy replies mostly without `####` and short; every sampled reply cut)."""
-    runs = json.loads((RESULTS / FP32_AVX2).read_text())["runs"]
+    """Section 11 says every float32 seed dropped `####`, for a short line or replies run to the cap, and one
+    collapsed: the file holds that."""
+    data = json.loads((RESULTS / FP32_AVX2).read_text())
     assert FP32_AVX2 in stated_text(NB02)
-    assert any(r["after"]["confirm"]["format"] <= 0.05 and r["after"]["confirm"]["mean_tokens"] <= 16 for r in runs)
-    assert collapsed_seeds({"runs": runs}) >= 1
+    kinds = [seed_behaviour(r, data["base"]) for r in data["runs"]]
+    assert all(r["after"]["confirm"]["format"] <= 0.05 for r in data["runs"])
+    assert "answered in one short line" in kinds and seeds_at_the_cap(data) >= 1 and collapsed_seeds(data) == 1
 
 
 # notebook 02's default in bfloat16 on this trainer
