@@ -971,6 +971,7 @@ CLAIMS += [
 # notebook 02's evaluation by method (issue 44, item 2)
 EVAL_METHODS = "eval-methods-samples-2-2026-12-06.json"
 EVAL_BESIDE = "eval-methods-samples-2-greedy-beside-samples-2026-12-06.json"
+EVAL_LEAN = "eval-methods-samples-2-2026-12-07.json"  # the lean evaluation beside the 64-slot one (AVX2 only)
 CLAIMS += [
     Claim(BENCHMARKS_DOC, r"31 problems in\s+([\d.]+)–[\d.]+ s by method", EVAL_METHODS,
           lambda d: min(r["seconds"] for r in d["rows"]), 0.05),
@@ -1183,6 +1184,12 @@ CLAIMS += [
           "eval-methods-samples-2-2026-12-06.json", lambda d: d["full"]["seconds"] / 60, 0.05),
     Claim(NB05, r"the untrained model's took ([\d.]+) on the\s+AVX2-only one", FP32_AVX2,
           lambda d: d["base"]["confirm"]["seconds"] / 60, 0.05),
+    Claim(NB05, r"and (\d+)% the same pass@1", EVAL_LEAN, lambda d: 100 * d["full"][1]["same_scores_as_first"]["pass1"],
+          0.5),
+    Claim(NB05, r"the same pass@1,\s+in ([\d.]+) minutes instead of", EVAL_LEAN,
+          lambda d: d["full"][1]["seconds"] / 60, 0.05),
+    Claim(NB05, r"the same pass@1,\s+in [\d.]+ minutes instead of ([\d.]+) on", EVAL_LEAN,
+          lambda d: d["full"][0]["seconds"] / 60, 0.05),
     Claim(NB05, r"([\d.]+)–[\d.]+ minutes of training a seed", FP32_AVX2,
           lambda d: min(r["train_minutes"] for r in d["runs"]), 0.05),
     Claim(NB05, r"[\d.]+–([\d.]+) minutes of training a seed", FP32_AVX2,
@@ -1247,6 +1254,17 @@ def seed_behaviour(run: dict, base: dict) -> str:
     if after["sampled_cut"] > 0.5 and after["multi_hash"] <= 0.05:
         return "answered in prose that ran on to the cap"
     return "other"
+
+
+def test_the_lean_evaluation_gave_every_problem_the_same_greedy_score():
+    """Notebook 05 says the lean evaluation (bench_learnability.LEAN_EVAL) gives every problem the same greedy score
+    as the 64-slot one: its file's full rows, the lean one after the reference."""
+    data = json.loads((RESULTS / EVAL_LEAN).read_text())
+    reference, lean = data["full"]
+    assert "lean" in lean["method"] and lean["same_scores_as_first"]["reference"] == reference["method"]
+    assert lean["same_scores_as_first"]["greedy"] == 1.0
+    assert lean["greedy_per_problem"] == reference["greedy_per_problem"]
+    assert "gives every problem the same greedy score" in stated_text(NB05)
 
 
 def test_the_float32_seeds_are_told_by_what_they_did():
