@@ -1025,7 +1025,9 @@ def seed_confirm(seed: int, key: str, scale: float = 100) -> Callable[[str], Cal
     return value
 
 
-SEED_0, SEED_1, SEED_2 = (seed_confirm(seed, "sampled_lenient") for seed in (0, 1, 2))  # pass@1, each seed
+# the float32 default's seeds on the confirmation problems: pass@1 and greedy, each seed
+PASS1 = {seed: seed_confirm(seed, "sampled_lenient") for seed in range(5)}
+GREEDY = {seed: seed_confirm(seed, "lenient") for seed in range(5)}
 NUMBERS_A_REPLY = seed_confirm(0, "sampled_mean_numbers", 1)  # the placeholder's seed: numbers in a sampled reply
 
 
@@ -1035,12 +1037,24 @@ def lowest_gain_after(data: dict) -> float:
     return 100 * min(a for a, d in zip(pass1["after_per_seed"], pass1["change"]["per_seed"]) if d > 0)
 
 
+def seed_behaviour(run: dict, base: dict) -> str:
+    """What a float32 seed's replies to the confirmation problems did after training, as the appendix names it."""
+    after, before = run["after"]["confirm"], base["confirm"]
+    if after["sampled_cut"] >= 0.99 and after["sampled_lenient"] < before["sampled_lenient"]:
+        return "collapsed"
+    if after["sampled_cut"] <= 0.05 and after["mean_tokens"] <= 20 and after["format"] <= 0.05:
+        return "answered in one short line"
+    if after["multi_hash"] >= 0.9 and after["sampled_cut"] >= 0.9:
+        return "wrote its answer, then bare `####` lines"
+    if after["sampled_cut"] > 0.5 and after["multi_hash"] <= 0.05:
+        return "answered in prose that ran on to the cap"
+    return "other"
+
+
 def collapsed_seeds(data: dict) -> int:
     """Runs whose every sampled confirmation reply ran to the token cap, and whose pass@1 fell (a seed that padded
     its answers to the cap gained)."""
-    before = data["base"]["confirm"]["sampled_lenient"]
-    return sum(r["after"]["confirm"]["sampled_cut"] >= 0.99 and r["after"]["confirm"]["sampled_lenient"] < before
-               for r in data["runs"])
+    return sum(seed_behaviour(r, data["base"]) == "collapsed" for r in data["runs"])
 
 
 def before_after(where: str, before: str, after: str, result: str, value: Callable[[str], Callable[[dict], float]],
@@ -1064,12 +1078,12 @@ SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
     Claim(README, r"float32 default \((\d) seeds, a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
     Claim(README, r"placeholder \((\d) seeds?\)", PLACEHOLDER_RUNS, seeds_run, 0),
-    Claim(README, r"bfloat16\): pass@1 (\d+)% → \d+–\d+% in \d seeds", FP32_AVX2, SEED_0("before"), 0.5),
+    Claim(README, r"bfloat16\): pass@1 (\d+)% → \d+–\d+% in \d seeds", FP32_AVX2, PASS1[0]("before"), 0.5),
     Claim(README, r"pass@1 \d+% → (\d+)–\d+% in \d seeds", FP32_AVX2, lowest_gain_after, 0.5),
     Claim(README, r"pass@1 \d+% → \d+–(\d+)% in \d seeds", FP32_AVX2,
           lambda d: 100 * max(d["summary"]["confirm"]["pass1"]["after_per_seed"]), 0.5),
     Claim(README, r"→ \d+–\d+% in (\d) seeds", FP32_AVX2, rose_in("confirm", "pass1", "change"), 0),
-    Claim(README, r"in \d seeds, → (\d+)% in \d \(collapsed", FP32_AVX2, SEED_1("after"), 0.5),
+    Claim(README, r"in \d seeds, → (\d+)% in \d \(collapsed", FP32_AVX2, PASS1[1]("after"), 0.5),
     Claim(README, r"→ \d+% in (\d) \(collapsed at\s+the token cap\)", FP32_AVX2, collapsed_seeds, 0),
     # the design history: the fix and the placeholder beside the default
     Claim(DESIGN_DOC, r"right_answer_line`, bfloat16\), (\d) seeds? of 3", FIX_CONFIRM, seeds_run, 0),
@@ -1164,10 +1178,6 @@ def test_the_placeholder_examples_quoted_are_the_files():
 
 
 # the float32 default on a CPU with AVX2 only: each seed as the appendix and the design history tell it, and pooled
-SEED_3, SEED_4 = (seed_confirm(seed, "sampled_lenient") for seed in (3, 4))
-GREEDY = {seed: seed_confirm(seed, "lenient") for seed in range(5)}
-
-
 def most_format_after(data: dict) -> float:
     """The largest share of greedy confirmation replies with a '#### <number>' line after any seed's run, in %."""
     return 100 * max(r["after"]["confirm"]["format"] for r in data["runs"])
@@ -1205,18 +1215,18 @@ CLAIMS += [
     Claim(NB05, r"greedy replies of \d+ and (\d+) tokens", FP32_AVX2, seed_confirm(2, "mean_tokens", 1)("after"), 0.5),
     Claim(NB05, r"greedy replies of \d+ and \d+ tokens, (\d+) before", FP32_AVX2,
           seed_confirm(0, "mean_tokens", 1)("before"), 0.5),
-    *before_after(NB05, r"tokens, \d+ before\): pass@1 ", r" and\s+\d+%, greedy", FP32_AVX2, SEED_0),
-    Claim(NB05, r"tokens, \d+ before\): pass@1 \d+% → \d+% and\s+(\d+)%, greedy", FP32_AVX2, SEED_2("after"), 0.5),
+    *before_after(NB05, r"tokens, \d+ before\): pass@1 ", r" and\s+\d+%, greedy", FP32_AVX2, PASS1[0]),
+    Claim(NB05, r"tokens, \d+ before\): pass@1 \d+% → \d+% and\s+(\d+)%, greedy", FP32_AVX2, PASS1[2]("after"), 0.5),
     *before_after(NB05, r"and\s+\d+%, greedy ", r" and \d+%\.\s+- Seed 3", FP32_AVX2, GREEDY[0]),
     Claim(NB05, r"greedy \d+% → \d+% and (\d+)%\.\s+- Seed 3", FP32_AVX2, GREEDY[2]("after"), 0.5),
     Claim(NB05, r"then `####` to\s+the cap, in (\d+)% of greedy replies", FP32_AVX2,
           seed_confirm(3, "multi_hash")("after"), 0.5),
-    *before_after(NB05, r"of greedy replies\): pass@1 ", ", greedy", FP32_AVX2, SEED_3),
+    *before_after(NB05, r"of greedy replies\): pass@1 ", ", greedy", FP32_AVX2, PASS1[3]),
     *before_after(NB05, r"of greedy replies\): pass@1 \d+% → \d+%, greedy ", r"\.\s+- Seed 4", FP32_AVX2, GREEDY[3]),
     Claim(NB05, r"ran on to the cap \((\d+)% of samples cut", FP32_AVX2, seed_confirm(4, "sampled_cut")("after"), 0.5),
-    *before_after(NB05, r"8 x 10`\):\s+pass@1 ", ", greedy", FP32_AVX2, SEED_4),
+    *before_after(NB05, r"8 x 10`\):\s+pass@1 ", ", greedy", FP32_AVX2, PASS1[4]),
     *before_after(NB05, r"8 x 10`\):\s+pass@1 \d+% → \d+%, greedy ", r"\.\s+- Seed 1", FP32_AVX2, GREEDY[4]),
-    *before_after(NB05, r"Omar: 6`\), pass@1 ", " and greedy", FP32_AVX2, SEED_1),
+    *before_after(NB05, r"Omar: 6`\), pass@1 ", " and greedy", FP32_AVX2, PASS1[1]),
     *before_after(NB05, r"Omar: 6`\), pass@1 \d+% → \d+% and greedy ", r"\.\s+Pooled", FP32_AVX2, GREEDY[1]),
     Claim(NB05, r"in (\d) of the 5\s+seeds most replies ran to the cap", FP32_AVX2, seeds_at_the_cap, 0),
     *[claim for where in (NB05, DESIGN_DOC) for claim in (
@@ -1237,27 +1247,13 @@ CLAIMS += [
                      partial(confirm, "pass1", "change")),
     *interval_claims(DESIGN_DOC, r"fell in \d\s+\([+−]?\d+ points, interval ", r"\)\.", FP32_AVX2,
                      partial(confirm, "greedy", "change"), signs=("−", r"\+")),
-    *before_after(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 ", r" and \d+%", FP32_AVX2, SEED_0),
-    Claim(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, SEED_2("after"), 0.5),
-    *before_after(DESIGN_DOC, r"seeds 3 and 4: pass@1 ", r" and \d+%", FP32_AVX2, SEED_3),
-    Claim(DESIGN_DOC, r"seeds 3 and 4: pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, SEED_4("after"), 0.5),
-    *before_after(DESIGN_DOC, r"48-token cap: pass@1 ", ", greedy", FP32_AVX2, SEED_1),
+    *before_after(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 ", r" and \d+%", FP32_AVX2, PASS1[0]),
+    Claim(DESIGN_DOC, r"Seeds 0 and 2:\s+pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, PASS1[2]("after"), 0.5),
+    *before_after(DESIGN_DOC, r"seeds 3 and 4: pass@1 ", r" and \d+%", FP32_AVX2, PASS1[3]),
+    Claim(DESIGN_DOC, r"seeds 3 and 4: pass@1 \d+% → \d+% and (\d+)%", FP32_AVX2, PASS1[4]("after"), 0.5),
+    *before_after(DESIGN_DOC, r"48-token cap: pass@1 ", ", greedy", FP32_AVX2, PASS1[1]),
     *before_after(DESIGN_DOC, r"48-token cap: pass@1 \d+% → \d+%, greedy\s+", r"\. Pooled", FP32_AVX2, GREEDY[1]),
 ]
-
-
-def seed_behaviour(run: dict, base: dict) -> str:
-    """What a float32 seed's replies to the confirmation problems did after training, as the appendix names it."""
-    after, before = run["after"]["confirm"], base["confirm"]
-    if after["sampled_cut"] >= 0.99 and after["sampled_lenient"] < before["sampled_lenient"]:
-        return "collapsed"
-    if after["sampled_cut"] <= 0.05 and after["mean_tokens"] <= 20 and after["format"] <= 0.05:
-        return "answered in one short line"
-    if after["multi_hash"] >= 0.9 and after["sampled_cut"] >= 0.9:
-        return "wrote its answer, then bare `####` lines"
-    if after["sampled_cut"] > 0.5 and after["multi_hash"] <= 0.05:
-        return "answered in prose that ran on to the cap"
-    return "other"
 
 
 FIX_FP32 = "learnability-nb02-fix-right-line-fp32-avx2-2026-12-07.json"  # its base: a later lean evaluation

@@ -617,19 +617,25 @@ def test_design_table_and_curves_from_a_committed_learnability_file():
     assert len(curves[0].get_xdata()) == record["steps"] and curves[0].get_xdata()[-1] == 32 * record["steps"]
 
 
-def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interval():
-    """bench_learnability's multi_marker uses word_arithmetic.hash_lines (what notebook 02 counts), which sees the
-    hack of 2026-12-05 that the older multi_hash (lines starting with '####') missed; its summary gives the
-    hack rate's parts a paired interval over problems."""
+@pytest.fixture
+def bl():
+    """benchmarks/bench_learnability, imported as its own script imports (benchmarks/ and scripts/ on the path)."""
     import sys
 
     from helpers.paths import PROJECT_ROOT
 
     sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
-    import bench_learnability
+    import bench_learnability as module
 
+    return module
+
+
+def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interval(bl):
+    """bench_learnability's multi_marker uses word_arithmetic.hash_lines (what notebook 02 counts), which sees the
+    hack of 2026-12-05 that the older multi_hash (lines starting with '####') missed; its summary gives the
+    hack rate's parts a paired interval over problems."""
     hack = '#### 66\nThe answer is "#### 66'
-    assert hash_lines(hack) == 2 and bench_learnability.lines_starting_with_hash(hack) == 1
+    assert hash_lines(hack) == 2 and bl.lines_starting_with_hash(hack) == 1
     assert hash_lines("3 + 5 = 8\n#### 8") == 1
 
     def evaluation(multi: list[int], cut: list[int]) -> dict:
@@ -642,7 +648,7 @@ def test_the_hack_rate_counts_every_line_that_holds_a_marker_and_gets_an_interva
     base = evaluation([0] * 10, [1] * 10)
     runs = [{"seed": seed, "steps": 3, "train_minutes": 1.0, "training": {},
              "after": evaluation([1] * 10, [0] * 10)} for seed in range(3)]
-    summary = bench_learnability.summarize({"base": base, "runs": runs})
+    summary = bl.summarize({"base": base, "runs": runs})
     assert summary["diff_multi_marker"]["mean"] == 1.0 and summary["diff_multi_marker"]["bootstrap_95"] == [1.0, 1.0]
     assert summary["diff_cut"]["mean"] == -1.0 and summary["diff_cut"]["per_seed"] == [-1.0] * 3
     assert "diff_sampled_multi_marker" not in summary  # not in these evaluations: no figure made up
@@ -666,18 +672,11 @@ def test_hack_table_from_the_committed_hack_files():
         assert row["per seed after: 2+ lines / cut"] == ", ".join(per_seed)
 
 
-def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_is_the_same(tmp_path, monkeypatch):
+def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_is_the_same(bl, tmp_path, monkeypatch):
     """nb02-fp32, the fix arm and the placeholder start from the same weights and are evaluated on the same problems
     with the same samples: one base evaluation serves them all; a setting evaluated otherwise, or a file of an older
     configuration, gives none."""
     import dataclasses
-    import sys
-
-    from helpers.paths import PROJECT_ROOT
-
-    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
-
-    import bench_learnability as bl
 
     monkeypatch.setattr(bl, "RESULTS_DIR", tmp_path)
     base = {"strict": 0.25, "lenient": 0.5, "machine": {"cpu_flags": bl.cpu_flags()}}
@@ -697,18 +696,11 @@ def test_bench_learnability_shares_a_base_evaluation_only_where_the_evaluation_i
     assert bl.shared_base("nb02-fix-right-line-fp32", bl.SETTINGS["nb02-fix-right-line-fp32"]) is None  # lean
 
 
-def test_committed_learnability_files_still_match_their_settings():
+def test_committed_learnability_files_still_match_their_settings(bl):
     """A field added to Setting (lean_eval) keeps its old value's meaning: it changes no committed file's match with
     its setting, and notebook 02's files still match theirs, so a new seed extends a file instead of starting it
     afresh."""
     import dataclasses
-    import sys
-
-    from helpers.paths import PROJECT_ROOT
-
-    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
-
-    import bench_learnability as bl
 
     def matches(record: dict, fields: dict) -> bool:
         return {k: record.get(k) for k in fields} == fields
@@ -724,19 +716,13 @@ def test_committed_learnability_files_still_match_their_settings():
         assert matches(record, dataclasses.asdict(bl.SETTINGS[name.removesuffix("-avx2")])), name
 
 
-def test_bench_learnability_keeps_each_class_of_cpu_in_its_own_file(tmp_path, monkeypatch):
+def test_bench_learnability_keeps_each_class_of_cpu_in_its_own_file(bl, tmp_path, monkeypatch):
     """Seeds are pooled, and before compared with after, only within one class of CPU: a file whose base or runs ran
     on another class is refused with the flag that fixes it, and --cpu-file's files share bases only among
     themselves."""
     import dataclasses
-    import sys
 
-    from helpers.paths import PROJECT_ROOT
     from helpers.results import cpu_class
-
-    sys.path[:0] = [str(PROJECT_ROOT / "benchmarks"), str(PROJECT_ROOT / "scripts")]
-
-    import bench_learnability as bl
 
     here = bl.cpu_flags()
     other = {**dict.fromkeys(here, False), "avx2": True, "avx512f": True, "avx512_bf16": not here.get("avx512_bf16")}
