@@ -1265,7 +1265,35 @@ def greedy_scored_otherwise(data: dict) -> int:
     return sum(a != b for a, b in zip(data["base"]["confirm"]["lenient_per_problem"], lean, strict=True))
 
 
-CLAIMS += [Claim(NB05, r"of the same model scored (\d+) of the 248", FIX_FP32, greedy_scored_otherwise, 0)]
+CLAIMS += [
+    Claim(NB05, r"of the same model scored (\d+) of the 248", FIX_FP32, greedy_scored_otherwise, 0),
+    # section 4's float32 paragraph: the fix's seeds on a CPU with AVX2 only (the first seed's training, the
+    # confirmation problems' replies)
+    Claim(NB05, SEEDS_SO_FAR + r",\s+float32, \[learnability-nb02-fix-right-line-fp32", FIX_FP32, seeds_run,
+          0),
+    Claim(NB05, r"evaluated lean: section 5\) (\d+)% of the first step's replies earned it", FIX_FP32,
+          first_and_last_step("right_answer_line")("before"), 0.5),
+    Claim(NB05, r"earned it and (\d+)% of the last step's\. On the", FIX_FP32,
+          first_and_last_step("right_answer_line")("after"), 0.5),
+    Claim(NB05, r"no greedy reply kept the `####` line \((\d+)% before\)", FIX_FP32,
+          seed_confirm(0, "format")("before"), 0.5),
+    *[Claim(NB05, pattern, FIX_FP32, seed_confirm(0, "mean_tokens", 1)(when), 0.5) for when, pattern in (
+        ("before", r"replies got short \(greedy, (\d+) → \d+ tokens\)"),
+        ("after", r"replies got short \(greedy, \d+ → (\d+) tokens\)"))],
+    *before_after(NB05, r"with the term added\. Pass@1\s+rose \(", r"\)", FIX_FP32, PASS1[0]),
+    *before_after(NB05, r"rose \(\d+% → \d+%\), greedy did not \(", r"\)\. Its runs", FIX_FP32, GREEDY[0]),
+]
+
+
+def test_the_float32_fix_seeds_are_the_short_line_the_appendix_names():
+    """Section 4 calls the float32 fix's runs the float32 default's "one short line": each seed's replies were."""
+    data = json.loads((RESULTS / FIX_FP32).read_text())
+    assert data["runs"] and "the float32 default's \"one short line\"" in stated_text(NB05)
+    assert all(seed_behaviour(run, data["base"]) == "answered in one short line" for run in data["runs"])
+    # "no greedy reply kept the `####` line ... none ran to the cap", in every seed
+    assert "no greedy reply kept the `####` line" in stated_text(NB05)
+    assert all(run["after"]["confirm"]["format"] == 0 and run["after"]["confirm"]["cut"] == 0
+               and run["after"]["confirm"]["sampled_cut"] == 0 for run in data["runs"])
 
 
 def test_the_lean_evaluation_gave_every_problem_the_same_greedy_score():
