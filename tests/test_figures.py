@@ -1267,6 +1267,15 @@ def greedy_scored_otherwise(data: dict) -> int:
 
 CLAIMS += [
     Claim(NB05, r"of the same model scored (\d+) of the 248", FIX_FP32, greedy_scored_otherwise, 0),
+    # the design history's float32 sentence on the fix
+    Claim(DESIGN_DOC, r"In float32 on the AVX2-only CPU, (\d) seeds? of 3", FIX_FP32, seeds_run, 0),
+    *before_after(DESIGN_DOC, r"fp32-avx2-2026-12-07.json\)\):\s+pass@1 ", ", greedy", FIX_FP32, PASS1[0]),
+    *before_after(DESIGN_DOC, r"fp32-avx2-2026-12-07.json\)\):\s+pass@1 \d+% → \d+%, greedy ", ", one short line",
+                  FIX_FP32, GREEDY[0]),
+    Claim(DESIGN_DOC, r"no `####` \((\d+)% of the first step's replies earned the\s+term", FIX_FP32,
+          first_and_last_step("right_answer_line")("before"), 0.5),
+    Claim(DESIGN_DOC, r"earned the\s+term, (\d+)% of the last\)", FIX_FP32,
+          first_and_last_step("right_answer_line")("after"), 0.5),
     # section 4's float32 paragraph: the fix's seeds on a CPU with AVX2 only (the first seed's training, the
     # confirmation problems' replies)
     Claim(NB05, SEEDS_SO_FAR + r",\s+float32, \[learnability-nb02-fix-right-line-fp32", FIX_FP32, seeds_run,
