@@ -1077,7 +1077,7 @@ def interval_claims(where: str, before: str, after: str, result: str, change: Ca
 SEEDS_SO_FAR = r"In (\d) seeds? so far \(of the \d planned"
 CLAIMS += [
     Claim(README, r"float32 default \((\d) seeds, a CPU without bfloat16", FP32_AVX2, seeds_run, 0),
-    Claim(README, r"placeholder \((\d) seeds?\)", PLACEHOLDER_RUNS, seeds_run, 0),
+    Claim(README, r"placeholder \((\d) seeds? a precision\)", PLACEHOLDER_RUNS, seeds_run, 0),
     Claim(README, r"bfloat16\): pass@1 (\d+)% → \d+–\d+% in \d seeds", FP32_AVX2, PASS1[0]("before"), 0.5),
     Claim(README, r"pass@1 \d+% → (\d+)–\d+% in \d seeds", FP32_AVX2, lowest_gain_after, 0.5),
     Claim(README, r"pass@1 \d+% → \d+–(\d+)% in \d seeds", FP32_AVX2,
@@ -1157,7 +1157,13 @@ CLAIMS += [
     Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("before"), 0.05),
     Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("after"), 0.05),
     Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, seeds_run, 0),
-    *before_after(README, r"placeholder \(\d seeds?\), greedy ", "", PLACEHOLDER_RUNS, partial(confirm, "greedy")),
+    *before_after(README, r"placeholder \(\d seeds? a precision\): greedy\s+", " in bfloat16", PLACEHOLDER_RUNS,
+                  partial(confirm, "greedy")),
+    # ... and its float32 seeds (PLACEHOLDER_FP32, below)
+    Claim(README, r"placeholder \((\d) seeds? a precision\)", "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json",
+          seeds_run, 0),
+    Claim(README, r"the gold as text\), → (\d+)% in float32 \(every greedy reply\s+cut\)",
+          "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json", confirm("greedy", "after"), 0.5),
     *before_after(DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+greedy ", "", PLACEHOLDER_RUNS,
                   partial(confirm, "greedy")),
     *before_after(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 ", ", with replies", PLACEHOLDER_RUNS,
@@ -1292,6 +1298,49 @@ CLAIMS += [
     *before_after(NB05, r"with the term added\. Pass@1\s+rose \(", r"\)", FIX_FP32, PASS1[0]),
     *before_after(NB05, r"rose \(\d+% → \d+%\), greedy did not \(", r"\)\. Its runs", FIX_FP32, GREEDY[0]),
 ]
+
+
+PLACEHOLDER_FP32 = "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json"
+CLAIMS += [  # section 7's float32 paragraph: the placeholder's seeds on a CPU with AVX2 only; the design history
+    Claim(DESIGN_DOC, r"In float32 on the AVX2-only CPU, (\d) seeds? of 3\s+\(\[learnability-nb02-placeholder",
+          PLACEHOLDER_FP32, seeds_run, 0),
+    *before_after(DESIGN_DOC, r"placeholder-fp32-avx2-2026-12-07.json\)\):\s+greedy ", ", pass@1", PLACEHOLDER_FP32,
+                  GREEDY[0]),
+    *before_after(DESIGN_DOC, r"placeholder-fp32-avx2-2026-12-07.json\)\):\s+greedy \d+% → \d+%, pass@1 ",
+                  ", every greedy reply cut", PLACEHOLDER_FP32, PASS1[0]),
+    Claim(NB05, SEEDS_SO_FAR + r",\s+float32, \[learnability-nb02-placeholder-fp32", PLACEHOLDER_FP32, seeds_run,
+          0),
+    Claim(NB05, r"\.json\)\)\s+(\d+)% of the first step's training replies held the gold number", PLACEHOLDER_FP32,
+          first_and_last_step("gold_anywhere")("before"), 0.5),
+    Claim(NB05, r"held the gold number and (\d+)% of the last step's", PLACEHOLDER_FP32,
+          first_and_last_step("gold_anywhere")("after"), 0.5),
+    *before_after(NB05, r"while the right last\s+number fell from ", r" of them", PLACEHOLDER_FP32,
+                  first_and_last_step("last_number_right"), arrow="% to "),
+    Claim(NB05, r"every greedy reply ran\s+to the 48-token cap \((\d+)% before\)", PLACEHOLDER_FP32,
+          seed_confirm(0, "cut")("before"), 0.5),
+    *[Claim(NB05, pattern, PLACEHOLDER_FP32, seed_confirm(0, "sampled_mean_numbers", 1)(when), 0.05)
+      for when, pattern in (("before", r"\(([\d.]+) → [\d.]+ numbers a sampled reply\)"),
+                            ("after", r"\([\d.]+ → ([\d.]+) numbers a sampled reply\)"))],
+    *before_after(NB05, r"and greedy accuracy fell\s+from ", r" and pass@1 from", PLACEHOLDER_FP32, GREEDY[0],
+                  arrow="% to "),
+    *before_after(NB05, r"and pass@1 from ", r"\. The example replies its file keeps chain", PLACEHOLDER_FP32,
+                  PASS1[0], arrow="% to "),
+]
+
+
+def test_the_float32_placeholder_seeds_collapsed_as_the_appendix_says():
+    """Section 7 says every greedy reply of the float32 placeholder's seeds ran to the cap, that the seed collapsed,
+    and quotes a reply: each seed's evaluation did so, and the quote is one its file keeps."""
+    data = json.loads((RESULTS / PLACEHOLDER_FP32).read_text())
+    text = stated_text(NB05)
+    assert "The seed collapsed" in text and "every greedy reply ran\nto the 48-token cap" in text
+    assert "(every greedy reply\ncut)" in stated_text(README)  # the README and the design history say so too
+    assert "every greedy reply cut at the 48-token cap: the seed collapsed" in stated_text(DESIGN_DOC)
+    assert data["runs"] and all(seed_behaviour(run, data["base"]) == "collapsed"
+                                and run["after"]["confirm"]["cut"] == 1 for run in data["runs"])
+    kept = [example for run in data["runs"] for after in (run["after"], run["after"]["confirm"])
+            for example in after["examples"]]
+    assert "`So 13 + 120 = 270. So 9`" in text and any("So 13 + 120 = 270. So 9" in example for example in kept)
 
 
 def test_the_float32_fix_seeds_are_the_short_line_the_appendix_names():
