@@ -10,13 +10,24 @@ from pathlib import Path
 
 from helpers.results import seeds_table
 
-PLACEHOLDER = "nb02-placeholder"  # bench_learnability's runs of the reward exercise's placeholder (gold_anywhere)
+# bench_learnability's runs of the reward exercise's placeholder (gold_anywhere): in bfloat16, and in float32 (as a
+# laptop without bfloat16 instructions trains), each file one class of CPU
+PLACEHOLDER_RUNS = ("nb02-placeholder", "nb02-placeholder-fp32-avx2")
 
 
 PLACEHOLDER_WORDS = (
     "The placeholder pays 1.0 whenever the gold number appears anywhere in the reply (18 is in 118, and in "
     "'18 - 5 = 13'), so a reply that writes more numbers earns it more often, right or not: it pays for writing "
     "numbers, not for ending on the right one.")
+
+
+def _show_placeholder_runs(results: str | Path | None) -> None:
+    """The placeholder's committed runs in each precision, on the confirmation problems (no design was chosen on
+    them), each seed's change beside the mean."""
+    from IPython.display import display
+
+    for setting in PLACEHOLDER_RUNS:
+        display(seeds_table(setting, block="confirm", kinds=["pass1", "greedy", "cut", "constant"], results=results))
 
 
 def _agrees_with_placeholder(func) -> bool:
@@ -48,9 +59,7 @@ def which_reward(func, results: str | Path | None = None) -> bool:
     """Say which reward the training below uses, and return True when it is the learner's finished
     `last_number_right` (the reward exercise's check passes; the check runs here quietly). Otherwise the function
     trains as written: the committed placeholder (or another answer that does not pass yet), and what the
-    placeholder taught in its committed runs is shown, from its result file."""
-    from IPython.display import display
-
+    placeholder taught in its committed runs is shown, from its result files."""
     if _passes("02-last-number", func):
         print("The training below uses your last_number_right (its check passed): 1.0 for the right last number, "
               "whatever the format.")
@@ -60,9 +69,9 @@ def which_reward(func, results: str | Path | None = None) -> bool:
     print(f"The training below uses {what}: last_number_right is not finished. {PLACEHOLDER_WORDS} Training on it "
           "is allowed, and section 11 explains what it taught. To train on the right answer instead, finish the "
           "exercise in section 3 and run the notebook again from there: the run starts over, since its reward "
-          "differs. What the placeholder taught in its committed runs (design set, each seed's change beside the "
-          "mean):")
-    display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
+          "differs. What the placeholder taught in its committed runs, in bfloat16 and in float32 (problems no "
+          "design was chosen on):")
+    _show_placeholder_runs(results)
     return False
 
 
@@ -70,8 +79,6 @@ def reward_note(output_dir: str | Path, results: str | Path | None = None) -> bo
     """After training: which reward the run in `output_dir` trained on, read from the run itself (recorded when it
     started; a run resumes only with the same reward code), never from what the cells hold now; for the
     placeholder, what it pays for and what its committed runs did. Returns whether it was the learner's."""
-    from IPython.display import display
-
     from helpers.grpo.run_folder import trained_reward
 
     yours = trained_reward(output_dir)["reward_is_yours"]
@@ -85,8 +92,8 @@ def reward_note(output_dir: str | Path, results: str | Path | None = None) -> bo
     print("This run trained on the reward exercise's function as written, not on a reward for the right answer. "
           f"{PLACEHOLDER_WORDS} In the rows above, look at the right last number, 'cut at max_tokens' and "
           "'numbers per completion' before and after: a run paid for numbers anywhere is free to fill every reply up "
-          "to the cap with them. The committed runs of the placeholder, each seed's change beside the mean:")
-    display(seeds_table(PLACEHOLDER, kinds=["pass1", "greedy", "cut", "constant"], results=results))
+          "to the cap with them. The committed runs of the placeholder, in bfloat16 and in float32:")
+    _show_placeholder_runs(results)
     return False
 
 
