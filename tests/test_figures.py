@@ -1288,9 +1288,9 @@ CLAIMS += [
     *seed_by_seed(DESIGN_DOC, r"seed by seed: pass@1 \d+% → ", "%", FIX_FP32, "sampled_lenient"),
     Claim(DESIGN_DOC, r"seed by seed: pass@1 [\d%, →]+ greedy (\d+)% → ", FIX_FP32, GREEDY[0]("before"), 0.5),
     *seed_by_seed(DESIGN_DOC, r"seed by seed: pass@1 [\d%, →]+ greedy \d+% → ", "%", FIX_FP32, "lenient"),
-    Claim(DESIGN_DOC, r"none cut \(at most\s+(\d+)% of the first step's replies earned the term", FIX_FP32,
+    Claim(DESIGN_DOC, r"to the cap \(at most\s+(\d+)% of the first step's replies earned the term", FIX_FP32,
           lambda d: 100 * max(r["training"]["right_answer_line_first"] for r in d["runs"]), 0.5),
-    Claim(DESIGN_DOC, r"earned the term, (\d+)% of the last\)\. The reward", FIX_FP32,
+    Claim(DESIGN_DOC, r"earned the term, (\d+)% of the\s+last\)\. The reward", FIX_FP32,
           lambda d: 100 * max(r["training"]["right_answer_line_last"] for r in d["runs"]), 0.5),
     # section 4's float32 paragraph: the fix's seeds on a CPU with AVX2 only (their training, then the confirmation
     # problems' replies, seed by seed)
@@ -1302,26 +1302,31 @@ CLAIMS += [
           lambda d: 100 * max(r["training"]["right_answer_line_last"] for r in d["runs"]), 0.5),
     Claim(NB05, r"no greedy reply kept the `####` line \((\d+)% before\)", FIX_FP32,
           seed_confirm(0, "format")("before"), 0.5),
-    Claim(NB05, r"replies got short \(greedy, (\d+) tokens before", FIX_FP32,
-          seed_confirm(0, "mean_tokens", 1)("before"), 0.5),
-    *seed_by_seed(NB05, r"tokens before; after, seed by seed: ", "", FIX_FP32, "mean_tokens", 1),
+    Claim(NB05, r"and on\), greedy (\d+) tokens before", FIX_FP32, seed_confirm(0, "mean_tokens", 1)("before"), 0.5),
+    *seed_by_seed(NB05, r"tokens before; after, seed\s+by seed: ", "", FIX_FP32, "mean_tokens", 1),
+    Claim(NB05, r"the third ran on in prose, (\d+)% of its greedy replies cut", FIX_FP32,
+          lambda d: 100 * max(r["after"]["confirm"]["cut"] for r in d["runs"]), 0.5),
     Claim(NB05, r"Pass@1 rose in (\d) of \d\s+seeds \(15% before", FIX_FP32, rose_in("confirm", "pass1", "change"),
           0),
     Claim(NB05, r"Pass@1 rose in \d of (\d)\s+seeds \(15% before", FIX_FP32, seeds_run, 0),
     Claim(NB05, r"seeds \((\d+)% before; after: \d+%", FIX_FP32, PASS1[0]("before"), 0.5),
     *seed_by_seed(NB05, r"seeds \(\d+% before; after: ", "%", FIX_FP32, "sampled_lenient"),
-    Claim(NB05, r"greedy rose in (\d) and fell in \d \(34% before", FIX_FP32, rose_in("confirm", "greedy", "change"),
+    Claim(NB05, r"greedy rose in (\d) and fell in\s+\d \(34% before", FIX_FP32, rose_in("confirm", "greedy", "change"),
           0),
-    Claim(NB05, r"greedy rose in \d and fell in (\d) \(34% before", FIX_FP32,
+    Claim(NB05, r"greedy rose in \d and fell in\s+(\d) \(34% before", FIX_FP32,
           rose_in("confirm", "greedy", "change", fell=True), 0),
-    Claim(NB05, r"fell in \d \((\d+)% before; after: ", FIX_FP32, GREEDY[0]("before"), 0.5),
-    *seed_by_seed(NB05, r"fell in \d \(\d+% before; after: ", "%", FIX_FP32, "lenient"),
-    *before_after(NB05, r"Pooled, pass@1\s+", r" \(\+\d+ points, over problems \+\d+ to \+\d+\)\. Its runs", FIX_FP32,
+    Claim(NB05, r"fell in\s+\d \((\d+)% before; after: ", FIX_FP32, GREEDY[0]("before"), 0.5),
+    *seed_by_seed(NB05, r"fell in\s+\d \(\d+% before; after: ", "%", FIX_FP32, "lenient"),
+    *before_after(NB05, r"Pooled, pass@1\s+", r" \(\+\d+ points, over problems \+\d+ to \+\d+\), the seeds", FIX_FP32,
                   partial(confirm, "pass1")),
-    Claim(NB05, r"% → \d+% \(\+(\d+) points, over problems \+\d+ to \+\d+\)\. Its runs", FIX_FP32,
+    Claim(NB05, r"% → \d+% \(\+(\d+) points, over problems \+\d+ to \+\d+\), the seeds", FIX_FP32,
           confirm("pass1", "change", "mean"), 0.5),
-    *interval_claims(NB05, r"\(\+\d+ points, over problems ", r"\)\. Its runs", FIX_FP32,
+    *interval_claims(NB05, r"\(\+\d+ points, over problems ", r"\), the seeds", FIX_FP32,
                      partial(confirm, "pass1", "change")),
+    Claim(NB05, r"the seeds\s+as far apart as (\d+)% and \d+%", FIX_FP32,
+          lambda d: 100 * min(d["summary"]["confirm"]["pass1"]["after_per_seed"]), 0.5),
+    Claim(NB05, r"the seeds\s+as far apart as \d+% and (\d+)%", FIX_FP32,
+          lambda d: 100 * max(d["summary"]["confirm"]["pass1"]["after_per_seed"]), 0.5),
 ]
 
 
@@ -1368,13 +1373,19 @@ def test_the_float32_placeholder_seeds_collapsed_as_the_appendix_says():
     assert "`So 13 + 120 = 270. So 9`" in text and any("So 13 + 120 = 270. So 9" in example for example in kept)
 
 
-def test_the_float32_fix_seeds_kept_no_marker_and_ran_to_no_cap():
-    """Section 4 says no greedy reply of the float32 fix's seeds kept the `####` line and none ran to the cap: in
-    every seed of its file, greedy and sampled."""
+def test_the_float32_fix_seeds_are_as_the_appendix_tells_them():
+    """Section 4: no greedy reply of the float32 fix's seeds kept the `####` line; two seeds' replies ran to the cap
+    in none (greedy or sampled), the third's in most greedy replies, and the quoted reply is one of that seed's."""
     data = json.loads((RESULTS / FIX_FP32).read_text())
-    assert data["runs"] and "no greedy reply kept the `####` line (70% before) and none ran to" in stated_text(NB05)
-    assert all(run["after"]["confirm"]["format"] == 0 and run["after"]["confirm"]["cut"] == 0
-               and run["after"]["confirm"]["sampled_cut"] == 0 for run in data["runs"])
+    text = re.sub(r"\s+", " ", stated_text(NB05))
+    assert "no greedy reply kept the `####` line (70% before). Two seeds' replies got short and none ran" in text
+    assert all(run["after"]["confirm"]["format"] == 0 for run in data["runs"])
+    uncut = [r for r in data["runs"] if r["after"]["confirm"]["cut"] == 0 and r["after"]["confirm"]["sampled_cut"] == 0]
+    run_on = [r for r in data["runs"] if r["after"]["confirm"]["cut"] > 0.5]
+    assert len(uncut) == 2 and len(run_on) == 1 and len(data["runs"]) == 3
+    quoted = "Omar has 10 stickers. So Omar has 10 / 1 = 10 stickers Omar has."
+    kept = run_on[0]["after"]["confirm"]["examples"]
+    assert f"(`{quoted}` and on)" in text and any(example.startswith(quoted) for example in kept)
 
 
 def test_the_lean_evaluation_gave_every_problem_the_same_greedy_score():
