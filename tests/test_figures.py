@@ -995,6 +995,9 @@ PLACEHOLDER_RUNS = "learnability-nb02-placeholder-2026-12-06.json"
 NB02_BF16_RUNS = "learnability-nb02-bf16-2026-12-06.json"
 # the float32 default on a CPU without bfloat16 instructions (AVX2 only), its seeds pooled apart from NB02_CONFIRM's
 FP32_AVX2 = "learnability-nb02-fp32-avx2-2026-12-07.json"
+# section 12's fix and the placeholder on that CPU, in float32 (their base: a later, lean evaluation)
+FIX_FP32 = "learnability-nb02-fix-right-line-fp32-avx2-2026-12-07.json"
+PLACEHOLDER_FP32 = "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json"
 
 
 def seeds_run(data: dict) -> int:
@@ -1015,6 +1018,13 @@ def first_and_last_step(key: str) -> Callable[[str], Callable[[dict], float]]:
     return lambda when: lambda data: 100 * data["runs"][0]["training"][key + suffix[when]]
 
 
+def most_at_step(key: str) -> Callable[[str], Callable[[dict], float]]:
+    """when -> the largest share, over the file's seeds, of the first ("before") or last ("after") step's replies
+    with `key`, in %."""
+    suffix = {"before": "_first", "after": "_last"}
+    return lambda when: lambda data: 100 * max(r["training"][key + suffix[when]] for r in data["runs"])
+
+
 def seed_confirm(seed: int, key: str, scale: float = 100) -> Callable[[str], Callable[[dict], float]]:
     """when -> the confirmation evaluation's `key` before training ("before": the base) or after seed `seed`'s run."""
     def value(when: str) -> Callable[[dict], float]:
@@ -1025,7 +1035,7 @@ def seed_confirm(seed: int, key: str, scale: float = 100) -> Callable[[str], Cal
     return value
 
 
-# the float32 default's seeds on the confirmation problems: pass@1 and greedy, each seed
+# pass@1 and greedy on the confirmation problems, each seed (the float32 files: the default, the fix, the placeholder)
 PASS1 = {seed: seed_confirm(seed, "sampled_lenient") for seed in range(5)}
 GREEDY = {seed: seed_confirm(seed, "lenient") for seed in range(5)}
 NUMBERS_A_REPLY = seed_confirm(0, "sampled_mean_numbers", 1)  # the placeholder's seed: numbers in a sampled reply
@@ -1157,11 +1167,10 @@ CLAIMS += [
     Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, seeds_run, 0),
     *before_after(README, r"placeholder \(\d seeds? a precision\): greedy\s+", " in bfloat16", PLACEHOLDER_RUNS,
                   partial(confirm, "greedy")),
-    # ... and its float32 seeds (PLACEHOLDER_FP32, below)
-    Claim(README, r"placeholder \((\d) seeds? a precision\)", "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json",
-          seeds_run, 0),
-    Claim(README, r"the gold as text\), → (\d+)% in float32 \(every greedy reply\s+cut\)",
-          "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json", confirm("greedy", "after"), 0.5),
+    # ... and its float32 seeds
+    Claim(README, r"placeholder \((\d) seeds? a precision\)", PLACEHOLDER_FP32, seeds_run, 0),
+    Claim(README, r"the gold as text\), → (\d+)% in float32 \(every greedy reply\s+cut\)", PLACEHOLDER_FP32,
+          confirm("greedy", "after"), 0.5),
     *before_after(DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+greedy ", "", PLACEHOLDER_RUNS,
                   partial(confirm, "greedy")),
     *before_after(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 ", ", with replies", PLACEHOLDER_RUNS,
@@ -1260,9 +1269,6 @@ CLAIMS += [
 ]
 
 
-FIX_FP32 = "learnability-nb02-fix-right-line-fp32-avx2-2026-12-07.json"  # its base: a later lean evaluation
-
-
 def seed_by_seed(where: str, before: str, unit: str, result: str, key: str, scale: float = 100) -> list[Claim]:
     """The claims of one 'A, B, C' list of the confirmation evaluation's `key` after each seed of `result` (in seed
     order, each followed by `unit`), after the regex `before`: one claim per seed the file holds, so a seed added to
@@ -1287,17 +1293,17 @@ CLAIMS += [
     Claim(DESIGN_DOC, r"seed by seed: pass@1 [\d%, →]+ greedy (\d+)% → ", FIX_FP32, GREEDY[0]("before"), 0.5),
     *seed_by_seed(DESIGN_DOC, r"seed by seed: pass@1 [\d%, →]+ greedy \d+% → ", "%", FIX_FP32, "lenient"),
     Claim(DESIGN_DOC, r"to the cap \(at most\s+(\d+)% of the first step's replies earned the term", FIX_FP32,
-          lambda d: 100 * max(r["training"]["right_answer_line_first"] for r in d["runs"]), 0.5),
+          most_at_step("right_answer_line")("before"), 0.5),
     Claim(DESIGN_DOC, r"earned the term, (\d+)% of the\s+last\)\. The reward", FIX_FP32,
-          lambda d: 100 * max(r["training"]["right_answer_line_last"] for r in d["runs"]), 0.5),
+          most_at_step("right_answer_line")("after"), 0.5),
     # section 4's float32 paragraph: the fix's seeds on a CPU with AVX2 only (their training, then the confirmation
     # problems' replies, seed by seed)
     Claim(NB05, SEEDS_SO_FAR + r",\s+float32, \[learnability-nb02-fix-right-line-fp32", FIX_FP32, seeds_run,
           0),
     Claim(NB05, r"evaluated lean: section 5\) at most (\d+)% of the first step's replies earned it", FIX_FP32,
-          lambda d: 100 * max(r["training"]["right_answer_line_first"] for r in d["runs"]), 0.5),
+          most_at_step("right_answer_line")("before"), 0.5),
     Claim(NB05, r"earned it, and (\d+)% of the last step's in each\s+seed", FIX_FP32,
-          lambda d: 100 * max(r["training"]["right_answer_line_last"] for r in d["runs"]), 0.5),
+          most_at_step("right_answer_line")("after"), 0.5),
     Claim(NB05, r"no greedy reply kept the `####` line \((\d+)% before\)", FIX_FP32,
           seed_confirm(0, "format")("before"), 0.5),
     Claim(NB05, r"and on\), greedy (\d+) tokens before", FIX_FP32, seed_confirm(0, "mean_tokens", 1)("before"), 0.5),
@@ -1328,7 +1334,6 @@ CLAIMS += [
 ]
 
 
-PLACEHOLDER_FP32 = "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json"
 CLAIMS += [  # section 7's float32 paragraph: the placeholder's seeds on a CPU with AVX2 only; the design history
     Claim(DESIGN_DOC, r"In float32 on the AVX2-only CPU, (\d) seeds? of 3\s+\(\[learnability-nb02-placeholder",
           PLACEHOLDER_FP32, seeds_run, 0),
@@ -1395,7 +1400,7 @@ def test_the_guide_counts_the_fixs_seeds_in_both_precisions():
     assert found, "the guide no longer says how many of the fix's seeds kept no '####' line: update this test"
     runs = [run for name in (FIX_CONFIRM, FIX_FP32) for run in json.loads((RESULTS / name).read_text())["runs"]]
     assert int(found.group(1)) == len(runs)
-    assert abs(int(found.group(2)) - 100 * max(r["training"]["right_answer_line_first"] for r in runs)) <= 0.5
+    assert abs(int(found.group(2)) - most_at_step("right_answer_line")("before")({"runs": runs})) <= 0.5
     assert all(run["after"]["format"] <= 0.01 for run in runs)  # the design set's greedy replies, as each file has
 
 
