@@ -11,8 +11,9 @@ from pathlib import Path
 from helpers.results import seeds_table
 
 # bench_learnability's runs of the reward exercise's placeholder (gold_anywhere): in bfloat16, and in float32 (as a
-# laptop without bfloat16 instructions trains), each file one class of CPU
-PLACEHOLDER_RUNS = ("nb02-placeholder", "nb02-placeholder-fp32-avx2")
+# laptop without bfloat16 instructions trains) on a CPU with AVX2 only and on one with AVX-512, each file one class
+# of CPU
+PLACEHOLDER_RUNS = ("nb02-placeholder", "nb02-placeholder-fp32-avx2", "nb02-placeholder-fp32")
 
 
 PLACEHOLDER_WORDS = (
@@ -69,8 +70,8 @@ def which_reward(func, results: str | Path | None = None) -> bool:
     print(f"The training below uses {what}: last_number_right is not finished. {PLACEHOLDER_WORDS} Training on it "
           "is allowed, and section 11 explains what it taught. To train on the right answer instead, finish the "
           "exercise in section 3 and run the notebook again from there: the run starts over, since its reward "
-          "differs. What the placeholder taught in its committed runs, in bfloat16 and in float32 (problems no "
-          "design was chosen on):")
+          "differs. What the placeholder taught in its committed runs, in bfloat16 and in float32 on two CPUs "
+          "(problems no design was chosen on):")
     _show_placeholder_runs(results)
     return False
 
@@ -92,7 +93,7 @@ def reward_note(output_dir: str | Path, results: str | Path | None = None) -> bo
     print("This run trained on the reward exercise's function as written, not on a reward for the right answer. "
           f"{PLACEHOLDER_WORDS} In the rows above, look at the right last number, 'cut at max_tokens' and "
           "'numbers per completion' before and after: a run paid for numbers anywhere is free to fill every reply up "
-          "to the cap with them. The committed runs of the placeholder, in bfloat16 and in float32:")
+          "to the cap with them. The committed runs of the placeholder, in bfloat16 and in float32 on two CPUs:")
     _show_placeholder_runs(results)
     return False
 

@@ -998,6 +998,12 @@ FP32_AVX2 = "learnability-nb02-fp32-avx2-2026-12-07.json"
 # section 12's fix and the placeholder on that CPU, in float32 (their base: a later, lean evaluation)
 FIX_FP32 = "learnability-nb02-fix-right-line-fp32-avx2-2026-12-07.json"
 PLACEHOLDER_FP32 = "learnability-nb02-placeholder-fp32-avx2-2026-12-07.json"
+PLACEHOLDER_FP32_AVX512 = "learnability-nb02-placeholder-fp32-2026-12-07.json"
+
+
+def placeholder_fp32_avx512() -> dict:
+    """The placeholder's float32 seeds on the AVX-512 EPYC, for a claim that spans both float32 files."""
+    return json.loads((RESULTS / PLACEHOLDER_FP32_AVX512).read_text())
 
 
 def seeds_run(data: dict) -> int:
@@ -1081,6 +1087,8 @@ def seed_behaviour(run: dict, base: dict) -> str:
     if after["multi_hash"] >= 0.9 and after["sampled_cut"] >= 0.9:
         return "wrote its answer, then bare `####` lines"
     if after["sampled_cut"] > 0.5 and after["multi_hash"] <= 0.05:
+        if after["sampled_mean_numbers"] >= 1.5 * before["sampled_mean_numbers"]:  # `2 x 2 = 2 x 2 = ...`
+            return "wrote chains of numbers that ran on to the cap"
         return "answered in prose that ran on to the cap"
     return "other"
 
@@ -1189,12 +1197,18 @@ CLAIMS += [
     Claim(NB05, r"more numbers \(([\d.]+) → [\d.]+ a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("before"), 0.05),
     Claim(NB05, r"more numbers \([\d.]+ → ([\d.]+) a reply\)", PLACEHOLDER_RUNS, NUMBERS_A_REPLY("after"), 0.05),
     Claim(DESIGN_DOC, r"anywhere, as text\), (\d) seeds? of 3", PLACEHOLDER_RUNS, seeds_run, 0),
-    *before_after(README, r"placeholder \(\d seeds? in bfloat16, \d in float32\):\s+greedy ", " in bfloat16",
-                  PLACEHOLDER_RUNS,
-                  partial(confirm, "greedy")),
+    *before_after(README, r"placeholder \(\d seeds? in bfloat16, \d in float32 on two CPUs\):\s+greedy ",
+                  " in bfloat16", PLACEHOLDER_RUNS, partial(confirm, "greedy")),
     # ... and its float32 seeds
-    Claim(README, r"placeholder \(\d seeds? in bfloat16, (\d) in float32\)", PLACEHOLDER_FP32, seeds_run, 0),
-    *seed_by_seed(README, r"the gold as text\), → ", "%", PLACEHOLDER_FP32, "lenient"),
+    # ... and its float32 seeds on two CPUs (PLACEHOLDER_FP32_AVX512's file, read beside this one)
+    Claim(README, r"placeholder \(\d seeds? in bfloat16, (\d) in float32 on two CPUs\)", PLACEHOLDER_FP32,
+          lambda d: seeds_run(d) + seeds_run(placeholder_fp32_avx512()), 0),
+    Claim(README, r"the gold as text\), → (\d+)–\d+% in float32", PLACEHOLDER_FP32,
+          lambda d: min(100 * r["after"]["confirm"]["lenient"] for r in d["runs"] + placeholder_fp32_avx512()["runs"]),
+          0.5),
+    Claim(README, r"the gold as text\), → \d+–(\d+)% in float32", PLACEHOLDER_FP32,
+          lambda d: max(100 * r["after"]["confirm"]["lenient"] for r in d["runs"] + placeholder_fp32_avx512()["runs"]),
+          0.5),
     *before_after(DESIGN_DOC, r"placeholder-2026-12-06.json\)\):\s+greedy ", "", PLACEHOLDER_RUNS,
                   partial(confirm, "greedy")),
     *before_after(DESIGN_DOC, r"greedy \d+% → \d+%, pass@1 ", ", with replies", PLACEHOLDER_RUNS,
@@ -1381,20 +1395,62 @@ CLAIMS += [  # section 7's float32 paragraph: the placeholder's seeds on a CPU w
 ]
 
 
-def test_the_float32_placeholder_seeds_are_as_the_appendix_tells_them():
-    """Section 7 names what each float32 placeholder seed's replies did (`seed_behaviour`, as section 5 names the
-    default's), says the right last number fell in every seed, and quotes replies its file keeps."""
-    data = json.loads((RESULTS / PLACEHOLDER_FP32).read_text())
-    text = re.sub(r"\s+", " ", stated_text(NB05))
+AVX512 = r"placeholder-fp32-2026-12-07\.json\)\).*?"  # from the link to section 7's AVX-512 paragraph, on
+CLAIMS += [  # section 7's paragraph on the placeholder's float32 seeds on an AVX-512 EPYC, and the design history's
+    Claim(DESIGN_DOC, r"On an AMD EPYC with AVX-512, (\d) seeds? of 3", PLACEHOLDER_FP32_AVX512, seeds_run, 0),
+    Claim(DESIGN_DOC, AVX512 + r"seed by seed: greedy (\d+)% → ", PLACEHOLDER_FP32_AVX512, GREEDY[0]("before"), 0.5),
+    *seed_by_seed(DESIGN_DOC, AVX512 + r"seed by seed: greedy \d+% → ", "%", PLACEHOLDER_FP32_AVX512, "lenient"),
+    Claim(DESIGN_DOC, AVX512 + r"pass@1 (\d+)% → ", PLACEHOLDER_FP32_AVX512, PASS1[0]("before"), 0.5),
+    *seed_by_seed(DESIGN_DOC, AVX512 + r"pass@1 \d+% → ", "%", PLACEHOLDER_FP32_AVX512, "sampled_lenient"),
+    Claim(NB05, SEEDS_SO_FAR + r",\s+float32,\s+\[learnability-nb02-placeholder-fp32-2026", PLACEHOLDER_FP32_AVX512,
+          seeds_run, 0),
+    Claim(NB05, AVX512 + r"gold number moved at most (\d+) points", PLACEHOLDER_FP32_AVX512,
+          largest_step_change("gold_anywhere"), 0.5),
+    Claim(NB05, AVX512 + r"to the last\s+\(rose in (\d) seeds?\)", PLACEHOLDER_FP32_AVX512,
+          step_change("gold_anywhere", rose=True), 0),
+    Claim(NB05, AVX512 + r"greedy accuracy went from (\d+)% to", PLACEHOLDER_FP32_AVX512, GREEDY[0]("before"), 0.5),
+    *seed_by_seed(NB05, AVX512 + r"greedy accuracy went from \d+% to ", "%", PLACEHOLDER_FP32_AVX512, "lenient"),
+    Claim(NB05, AVX512 + r"and pass@1 from (\d+)% to", PLACEHOLDER_FP32_AVX512, PASS1[0]("before"), 0.5),
+    *seed_by_seed(NB05, AVX512 + r"and pass@1 from \d+% to ", "%", PLACEHOLDER_FP32_AVX512, "sampled_lenient"),
+    Claim(NB05, AVX512 + r"`: ([\d.]+) numbers a sampled reply, [\d.]+ before", PLACEHOLDER_FP32_AVX512,
+          seed_confirm(0, "sampled_mean_numbers", 1)("after"), 0.05),
+    Claim(NB05, AVX512 + r"`: [\d.]+ numbers a sampled reply, ([\d.]+) before", PLACEHOLDER_FP32_AVX512,
+          seed_confirm(0, "sampled_mean_numbers", 1)("before"), 0.05),
+]
+
+
+@pytest.mark.parametrize("cell, result", [("cell-20-fp32", PLACEHOLDER_FP32),
+                                          ("cell-20-fp32-avx512", PLACEHOLDER_FP32_AVX512)])
+def test_the_float32_placeholder_seeds_are_as_the_appendix_tells_them(cell, result):
+    """Each of section 7's float32 paragraphs names what each placeholder seed's replies did (`seed_behaviour`, as
+    section 5 names the default's), says the right last number fell in every seed, and quotes replies its file
+    keeps."""
+    data = json.loads((RESULTS / result).read_text())
+    cells = json.loads((ROOT / NB05).read_text())["cells"]
+    text = re.sub(r"\s+", " ", "".join(next(c["source"] for c in cells if c.get("id") == cell)))
+    assert result in text
     for run in data["runs"]:
         assert f"eed {run['seed']} {seed_behaviour(run, data['base'])}" in text, run["seed"]
     assert "the share whose last number was right fell in every seed" in text
     assert step_change("last_number_right", rose=False)(data) == seeds_run(data)
     kept = [example for run in data["runs"] for after in (run["after"], run["after"]["confirm"])
             for example in after["examples"]]
-    for quote in re.findall(r"keeps chain sums to the cap \(`([^`]+)`\) or count the same things again \(`([^`]+)`\)",
-                            text)[0]:
-        assert any(quote in example for example in kept), quote
+    quotes = re.findall(r"`([^`]+)`", text)
+    assert quotes and all(any(quote in example for example in kept) for quote in quotes), quotes
+
+
+def test_pass1_fell_in_every_float32_placeholder_seed_as_the_appendix_says():
+    """Notebook 05 and the design history: pass@1 fell in every float32 seed of the placeholder, on both CPUs; the
+    design history's one line on the AVX-512 seeds names what each did as seed_behaviour does."""
+    assert "Pass@1 fell in all five float32 seeds, on both CPUs" in re.sub(r"\s+", " ", stated_text(NB05))
+    history = re.sub(r"\s+", " ", stated_text(DESIGN_DOC))
+    assert "seed 0 wrote chains of numbers to the cap, seeds 1 and 2 collapsed. Pass@1 fell in all five" in history
+    avx512 = placeholder_fp32_avx512()
+    assert [seed_behaviour(r, avx512["base"]) for r in avx512["runs"]] == [
+        "wrote chains of numbers that ran on to the cap", "collapsed", "collapsed"]
+    files = [json.loads((RESULTS / name).read_text()) for name in (PLACEHOLDER_FP32, PLACEHOLDER_FP32_AVX512)]
+    assert sum(map(seeds_run, files)) == 5
+    assert all(rose_in("confirm", "pass1", "change", fell=True)(data) == seeds_run(data) for data in files)
 
 
 def test_the_float32_fix_seeds_are_as_the_appendix_tells_them():

@@ -712,7 +712,7 @@ def test_committed_learnability_files_still_match_their_settings(bl):
             older = {k: v for k, v in fields.items() if k != "lean_eval"}
             assert matches(record, fields) == matches(record, older), path.name
     for name in ("nb02-fp32", "nb02-bf16", "nb02-fix-right-line", "nb02-placeholder", "nb02-fp32-avx2",
-                 "nb02-fix-right-line-fp32-avx2", "nb02-placeholder-fp32-avx2"):
+                 "nb02-fix-right-line-fp32-avx2", "nb02-placeholder-fp32-avx2", "nb02-placeholder-fp32"):
         record = json.loads(bl.result_path(name).read_text())
         assert matches(record, dataclasses.asdict(bl.SETTINGS[name.removesuffix("-avx2")])), name
 

@@ -195,7 +195,8 @@ def test_which_reward_says_the_placeholder_trains_and_shows_its_runs(gsm8k_dir, 
     said = capsys.readouterr().out
     assert "the exercise's placeholder, as committed" in said and "TABLE" in said
     # its committed runs in each precision, on the confirmation problems
-    assert said.count("TABLE") == 2 and "learnability-nb02-placeholder-2026" in said and "-fp32-avx2-2026" in said
+    assert said.count("TABLE") == 3 and "learnability-nb02-placeholder-2026" in said and "-fp32-avx2-2026" in said
+    assert "learnability-nb02-placeholder-fp32-2026" in said
     assert "not yet" not in said  # the check ran quietly
 
     def other(completion, answer, **kwargs):
