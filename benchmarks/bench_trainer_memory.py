@@ -4,8 +4,12 @@ completions, 48 tokens) in each precision, with this checkout's trainer and with
 the peak resident memory of the process and its llama.cpp server read together. Prints a table and writes
 benchmarks/results/trainer-memory-<date>.json.
 
+With `--rounds 2` the two checkouts run in the order this, other, then other, this (and so on): a shared
+machine's speed drifts over minutes, and that order puts the same drift on both. Each tree's s/step is the mean of
+its rounds, its peak the largest of them.
+
     git worktree add /tmp/oldtree ca3be0c
-    .venv/bin/python benchmarks/bench_trainer_memory.py --other /tmp/oldtree --steps 5
+    .venv/bin/python benchmarks/bench_trainer_memory.py --other /tmp/oldtree --steps 5 --rounds 2
 """
 
 from __future__ import annotations
@@ -71,21 +75,28 @@ def main() -> None:
     parser.add_argument("--other", type=Path, help="another checkout to compare with (e.g. a git worktree)")
     parser.add_argument("--steps", type=whole_number(2, what="training steps; the first is not timed"), default=5)
     parser.add_argument("--precisions", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
+    parser.add_argument("--rounds", type=whole_number(1, what="rounds of each checkout"), default=1)
     args = parser.parse_args()
     if args.other is not None and not (args.other / "scripts" / "bench_learnability.py").is_file():
         parser.error(f"{args.other} is not a checkout of the course (no benchmarks/bench_learnability.py)")
     trees = {"this checkout": ROOT, **({"other": args.other} if args.other else {})}
     info = machine_info()
-    rows = []
+    commits = {label: subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, check=False,
+                                     capture_output=True, text=True).stdout.strip() for label, tree in trees.items()}
+    runs = []  # one per round, tree and precision
     for precision in args.precisions:
-        for label, tree in trees.items():
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, check=False,
-                                    capture_output=True, text=True).stdout.strip()
-            print(f"bench_trainer_memory: {label} ({commit}), {precision}, {args.steps} steps ...", flush=True)
-            rows.append({"tree": label, "commit": commit, "precision": precision, **run(tree, precision, args.steps)})
-            r = rows[-1]
-            print(f"  {r['sec_per_step']} s/step (update {r['sec_per_step_update']}), peak {r['peak']['total_gb']} GB "
-                  "(process and server)", flush=True)
+        for round_ in range(args.rounds):
+            order = list(trees.items()) if round_ % 2 == 0 else list(trees.items())[::-1]
+            for label, tree in order:
+                print(f"bench_trainer_memory: {label} ({commits[label]}), {precision}, round {round_ + 1}, "
+                      f"{args.steps} steps ...", flush=True)
+                r = {"tree": label, "commit": commits[label], "precision": precision, "round": round_ + 1,
+                     **run(tree, precision, args.steps)}
+                runs.append(r)
+                print(f"  {r['sec_per_step']} s/step (update {r['sec_per_step_update']}), peak "
+                      f"{r['peak']['total_gb']} GB (process and server)", flush=True)
+    rows = [summary([r for r in runs if r["tree"] == label and r["precision"] == precision])
+            for precision in args.precisions for label in trees]
     print("\n| tree | commit | precision | s/step | generation | sync | update | peak GB (with server) | page "
           "faults/step |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -101,7 +112,25 @@ def main() -> None:
     for precision, ratio in ratios.items():
         print(f"{precision}: this checkout's s/step is {ratio} times the other's")
     write_result("trainer-memory", info, {"steps": args.steps, "design": "arith-short-bf16-36 (notebook 02's defaults)",
-                                          "rows": rows, "ratio_to_other": ratios})
+                                          "rounds": args.rounds, "rows": rows, "ratio_to_other": ratios,
+                                          **({"runs": runs} if args.rounds > 1 else {})})
+
+
+def summary(runs: list[dict]) -> dict:
+    """One tree's row in one precision: the mean of its rounds' seconds and page faults, the largest of their
+    peaks (a single round's row as it is)."""
+    if len(runs) == 1:
+        return {k: v for k, v in runs[0].items() if k != "round"}
+    mean = lambda key: round(sum(r[key] for r in runs) / len(runs), 2)
+    peaks = [r["peak"] for r in runs]
+    return {"tree": runs[0]["tree"], "commit": runs[0]["commit"], "precision": runs[0]["precision"],
+            **{key: mean(key) for key in ("sec_per_step", "sec_per_step_generation", "sec_per_step_sync",
+                                          "sec_per_step_update")},
+            "sec_per_step_rounds": [r["sec_per_step"] for r in runs],
+            "steps_timed": sum(r["steps_timed"] for r in runs),
+            "peak": {k: max(p[k] for p in peaks) for k in ("own_gb", "children_gb", "total_gb")}
+            | {"interval_s": peaks[0]["interval_s"]},
+            "minor_page_faults_per_step": round(sum(r["minor_page_faults_per_step"] for r in runs) / len(runs))}
 
 
 if __name__ == "__main__":
