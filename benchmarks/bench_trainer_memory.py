@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--steps", type=whole_number(2, what="training steps; the first is not timed"), default=5)
     parser.add_argument("--precisions", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"])
     parser.add_argument("--rounds", type=whole_number(1, what="rounds of each checkout"), default=1)
+    parser.add_argument("--suffix", default="", help="trainer-memory-<suffix>-<date>.json (e.g. the CPU's name)")
     args = parser.parse_args()
     if args.other is not None and not (args.other / "scripts" / "bench_learnability.py").is_file():
         parser.error(f"{args.other} is not a checkout of the course (no benchmarks/bench_learnability.py)")
@@ -113,7 +114,7 @@ def main() -> None:
         print(f"{precision}: this checkout's s/step is {ratio} times the other's")
     write_result("trainer-memory", info, {"steps": args.steps, "design": "arith-short-bf16-36 (notebook 02's defaults)",
                                           "rounds": args.rounds, "rows": rows, "ratio_to_other": ratios,
-                                          **({"runs": runs} if args.rounds > 1 else {})})
+                                          **({"runs": runs} if args.rounds > 1 else {})}, suffix=args.suffix)
 
 
 def summary(runs: list[dict]) -> dict:

@@ -108,3 +108,36 @@ def test_weight_change_reads_what_safetensors_holds_one_tensor_at_a_time(tmp_pat
     assert change["tensors"] == 5 and change["tensors_changed"] == 1 and abs(change["max_abs_change"] - 0.5) < 1e-6
     norm = sum(float((t.float() ** 2).sum()) for t in before.values())
     assert abs(change["relative_l2_change"] - (12 * 0.25 / norm) ** 0.5) < 1e-6
+
+
+def test_gradients_at_once_change_no_gradient():
+    """gradients_at_once (the trainer's hook on its loss): every trainable parameter's gradient a view into one
+    block (a parameter of another dtype gets its own; a frozen one none), and the backward pass's gradients are
+    the same as without it, a tied weight's two contributions included."""
+    import torch
+
+    from helpers.grpo.memory import gradients_at_once
+
+    def model_and_loss(hook: bool):
+        torch.manual_seed(0)
+        embed = torch.nn.Embedding(50, 8)
+        model = torch.nn.ModuleDict({"embed": embed, "mid": torch.nn.Linear(8, 8), "frozen": torch.nn.Linear(8, 8),
+                                     "wide": torch.nn.Linear(8, 8).double()})
+        model["frozen"].requires_grad_(False)
+        x = model["mid"](embed(torch.tensor([[1, 2, 3]])))
+        x = model["frozen"](x) + model["wide"](x.double()).float()
+        loss = (x @ embed.weight.T).logsumexp(-1).sum()  # the embedding doubles as the output layer
+        if hook:
+            loss.register_hook(lambda grad: gradients_at_once(model))
+        loss.backward()
+        return model
+
+    plain, hooked = model_and_loss(False), model_and_loss(True)
+    for (name, a), b in zip(plain.named_parameters(), hooked.parameters()):
+        assert (a.grad is None) == (b.grad is None), name
+        if a.grad is not None:
+            assert torch.equal(a.grad, b.grad), name
+    storage = lambda module: {p.grad.untyped_storage().data_ptr() for p in module.parameters()}
+    assert len(storage(hooked["embed"]) | storage(hooked["mid"])) == 1  # the float32 weights: one block
+    assert len(storage(hooked["wide"]) - storage(hooked["mid"])) == 2  # the float64 weight and bias: their own
+    assert hooked["frozen"].weight.grad is None

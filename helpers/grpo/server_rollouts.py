@@ -15,16 +15,17 @@ from trl import GRPOTrainer
 from trl.data_utils import maybe_apply_chat_template
 
 from helpers.grpo.chunked_logps import ChunkedLogpsMixin
-from helpers.grpo.memory import HeapTrimmer
+from helpers.grpo.memory import HeapTrimmer, gradients_at_once
 
 
 class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
     """TRL's GRPOTrainer, with one method replaced: completions come from `policy_server`, a llama.cpp
     server that gets the trainer's weights after every optimizer step (exported to GGUF), the way
     verifiers' trainer pushes weights to its vLLM server. The loss is TRL's, on the sampled token
-    ids; the server's per-token log-probabilities are kept in `last_sampling_logprobs`. For memory, the
-    loss's log-probabilities are computed a chunk of tokens at a time (helpers.grpo.chunked_logps: the same
-    values, without a whole batch of logits) and the server is stopped while the update runs. The last step's
+    ids; the server's per-token log-probabilities are kept in `last_sampling_logprobs`. For memory, the loss's
+    log-probabilities are computed a chunk of tokens at a time (helpers.grpo.chunked_logps: the same values,
+    without a whole batch of logits), the gradients are taken in one block as the backward pass starts
+    (helpers.grpo.memory.gradients_at_once), and the server is stopped while the update runs. The last step's
     loss inputs and loss are kept in `last_loss_batch` (and the module's `last_loss_batch`)."""
 
     def __init__(self, *args, policy_server, **kwargs):
@@ -66,6 +67,8 @@ class ServerRolloutGRPOTrainer(ChunkedLogpsMixin, GRPOTrainer):
         global last_loss_batch
         self._last_logps = None
         loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if loss.requires_grad:  # the gradients in one block when the backward pass starts (helpers.grpo.memory)
+            loss.register_hook(lambda grad: gradients_at_once(model))
         if self._last_logps is not None and "course_order" in inputs:
             back = torch.argsort(inputs["course_order"])
             old = inputs.get("old_per_token_logps")
