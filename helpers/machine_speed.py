@@ -28,7 +28,7 @@ FILES: dict[str, str | None] = {
 
 # Notebook 02 run whole (benchmarks/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
 # llama.cpp servers read together all the way, in float32 (the larger of the two precisions' peaks). None: not measured.
-MEMORY_FILE: str | None = "notebooks-02-precision-float32-2026-12-06.json"
+MEMORY_FILE: str | None = "notebooks-02-precision-float32-2026-12-07.json"
 
 
 @dataclass

@@ -247,8 +247,8 @@ NB05 = "notebooks/05_appendix_grpo_designs.ipynb"  # notebook 02's appendix: the
 
 E2E = "notebooks-01-02-2026-12-05.json"
 # notebook 02 at its defaults, every exercise solved, with the trainer as it is now, in each precision (issue 44)
-NB02_BF16 = "notebooks-02-precision-bfloat16-2026-12-06.json"
-NB02_FP32 = "notebooks-02-precision-float32-2026-12-06.json"
+NB02_BF16 = "notebooks-02-precision-bfloat16-2026-12-07.json"
+NB02_FP32 = "notebooks-02-precision-float32-2026-12-07.json"
 NB02_NAME, SECTION_12 = "02_traced_grpo_training", "12. A reward pays for what it says"
 # notebook 02 at its defaults but 6 steps (2 in section 12), in float32, after the memory changes (issue 39)
 E2E_FP32 = "notebooks-02-precision-float32-max_steps-6-hack_steps-2-2026-12-06.json"
