@@ -57,15 +57,12 @@ class Claim:
 INSTALL = "install-2026-12-06.json"  # benchmarks/bench_install.py: the locks, a fresh install, the CUDA build's size
 CLAIMS = [
     # the test command (README)
-    Claim(INSTALL_DOC, r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-05.json",
+    Claim(INSTALL_DOC, r"a real local model server \(([\d.]+) minutes on 2 cores", "tests-quick-2026-12-07.json",
           lambda d: d["wall_minutes"], 0.05),
-    Claim(INSTALL_DOC, r"the whole suite ([\d.]+), and", "tests-2026-12-05.json", lambda d: d["wall_minutes"], 0.05),
-    Claim(INSTALL_DOC, r"and ([\d.]+) from a fresh clone", "tests-fresh-xeon-2026-12-06.json",
+    Claim(INSTALL_DOC, r"the whole suite ([\d.]+) from a fresh clone", "tests-fresh-newcomer-2026-12-07.json",
           lambda d: d["wall_minutes"], 0.05),
-    Claim(INSTALL_DOC, r"pytest (\d+) s of it, on an Intel Xeon", "tests-fresh-xeon-2026-12-06.json",
+    Claim(INSTALL_DOC, r"pytest (\d+) s of it", "tests-fresh-newcomer-2026-12-07.json",
           lambda d: d["pytest_seconds"], 0.5),
-    Claim(INSTALL_DOC, r"\((\d+\.\d) on an AMD EPYC at an earlier commit", "tests-fresh-2026-12-06.json",
-          lambda d: d["wall_minutes"], 0.05),
     # notebook 02's CI parameters (tests/test_notebook_02.py)
     Claim("tests/test_notebook_02.py", r"a share of ([\d.]+) of the groups had equal rewards",
           "learnability-arith-short-bf16-2026-12-05.json",
