@@ -26,6 +26,7 @@ setup's seconds and the environment's size are recorded).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # helpers; the scripts' shared arguments
 
+from helpers.machine_speed import machine_record
 from helpers.results import machine_info, write_result
 
 V1_ENV = ROOT / ".venv-v1"
@@ -107,6 +109,7 @@ def main() -> None:
     parser.add_argument("--fresh-v1-env", action="store_true",
                         help="delete .venv-v1 and time making it anew (notebook 04's environment)")
     parser.add_argument("--solved", action="store_true", help="every exercise cell replaced by its solution")
+    parser.add_argument("--suffix", default="", help="added to the file's name, so a new run keeps an older one")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a notebook parameter, as papermill's -p (default: each notebook's own)")
     args = parser.parse_args()
@@ -131,8 +134,11 @@ def main() -> None:
         own = {name: value for name, value in parameters_of(path, given).items() if name in rules}
         if found := problems(own, {name: rules[name] for name in own}):
             parser.error(f"-p, notebook {path.name[:2]}: " + "; ".join(found))
+    if args.suffix and not re.fullmatch(r"[a-z0-9][a-z0-9-]*", args.suffix):
+        parser.error(f"--suffix {args.suffix!r}: lower-case letters, digits and '-' only (a file name)")
     info = machine_info()
-    extra = {}
+    # this machine's matrix speed before the runs: notebook 00 scales notebook 02's minutes by it (machine_speed)
+    extra = {"machine_speed": machine_record()}
     if any(p.name.startswith("04") for p in paths):
         print("bench_notebooks: notebook 04's environment (scripts/setup_v1_env.sh) ...", flush=True)
         extra["v1_env"] = setup_v1_env(args.fresh_v1_env)
@@ -161,7 +167,8 @@ def main() -> None:
     write_result("notebooks", info, {"notebooks": results, **extra, "solved": args.solved, "parameters": given,
                                      "total_minutes": round(sum(r["minutes"] for r in results), 2)},
                  # a subset does not replace the all-notebooks file
-                 suffix="-".join(args.numbers + [f"{k}-{v}" for k, v in given.items()]))
+                 suffix="-".join([*args.numbers, *(f"{k}-{v}" for k, v in given.items()),
+                                  *filter(None, [args.suffix])]))
 
 
 if __name__ == "__main__":
