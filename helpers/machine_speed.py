@@ -2,7 +2,7 @@
 
 - `matmul_gflops(dtype)`: a short fixed matrix-multiply benchmark (torch, about a second);
 - `machine_record()`: both precisions' figures, for a result file's "machine_speed" key
-  (benchmarks/bench_learnability.py writes it), so that another machine can scale that file's minutes;
+  (benchmarks/bench_notebooks.py and bench_learnability.py write it), so another machine can scale its minutes;
 - `FILES`: which result file backs notebook 02's defaults in each precision (the one place to update);
 - `measured(precision)`: what that file measured (s/step, minutes, peak memory, and the CPU it ran on).
 
@@ -19,41 +19,13 @@ from helpers.results import RESULTS_DIR
 
 PRECISIONS = ("float32", "bfloat16")
 
-# Notebook 02's defaults, measured with benchmarks/bench_learnability.py, per training precision; None: not measured
-# yet. tests/test_install_check.py checks that each file's design is notebook 02's parameters cell.
+# Notebook 02 run whole at its defaults, exercises solved, in each precision (benchmarks/bench_notebooks.py 02
+# --solved -p precision P): its training's steps and s/step, the kernel and its llama.cpp servers read together all
+# the way, and the machine's matrix speed. None: not measured yet. tests/test_install_check.py checks each file.
 FILES: dict[str, str | None] = {
-    "bfloat16": "learnability-arith-short-bf16-36-2026-12-05.json",
-    "float32": "learnability-nb02-fp32-design-only-2026-12-06.json",
+    "bfloat16": "notebooks-02-precision-bfloat16-speed-2026-12-07.json",
+    "float32": "notebooks-02-precision-float32-speed-2026-12-07.json",
 }
-
-# Notebook 02 run whole (benchmarks/bench_notebooks.py 02 --solved -p precision float32 ...): the kernel and its
-# llama.cpp servers read together all the way, in float32 (the larger of the two precisions' peaks). None: not measured.
-MEMORY_FILE: str | None = "notebooks-02-precision-float32-2026-12-07.json"
-
-
-@dataclass
-class NotebookMemory:
-    """What MEMORY_FILE measured: notebook 02's peak resident memory, kernel and servers together."""
-
-    file: str
-    date: str
-    cpu: str
-    peak_gb: float
-    parameters: dict  # what the run set (e.g. its precision; fewer steps leave a step's shape, so its peak, as it is)
-
-
-def notebook_memory() -> NotebookMemory | None:
-    """MEMORY_FILE's notebook 02 peak; None where no file is named, or it is gone or has no notebook 02 run."""
-    if MEMORY_FILE is None or not (RESULTS_DIR / MEMORY_FILE).is_file():
-        return None
-    record = json.loads((RESULTS_DIR / MEMORY_FILE).read_text())
-    runs = [n for n in record.get("notebooks", []) if n.get("notebook", "").startswith("02")
-            and n.get("peak_kernel_and_servers_gb")]
-    if not runs:
-        return None
-    return NotebookMemory(file=MEMORY_FILE, date=record.get("date", "date not recorded"),
-                          cpu=record.get("cpu", "unrecorded CPU"), peak_gb=runs[0]["peak_kernel_and_servers_gb"],
-                          parameters=record.get("parameters", {}))
 
 
 # One multiplication of the benchmark: 1024 tokens through SmolLM2-135M's MLP projection (hidden 576, MLP 1536),
@@ -107,18 +79,17 @@ def machine_record() -> dict:
 
 @dataclass
 class Measured:
-    """What the result file FILES names for a precision measured of notebook 02's defaults."""
+    """What the result file FILES names for a precision measured: notebook 02 run whole at its defaults."""
 
     file: str
     date: str
     cpu: str
     cores: int
     steps: int
-    sec_per_step: float  # the mean over its runs
-    peak_rss_gb: float | None  # the training process's peak (the largest of its runs), without the llama.cpp server
-    server_rss_gb: float | None  # the llama.cpp server's peak, where a run recorded "server_peak_rss_gb"
-    together_gb: float | None  # the training process and its server read together (a run's "peak_memory_training")
+    sec_per_step: float  # the training's mean (generation, weight sync and update)
+    peak_gb: float | None  # the kernel and its llama.cpp servers read together, the whole notebook
     matmul_gflops: float | None  # its machine's benchmark in this precision, where it recorded "machine_speed"
+    parameters: dict  # what the run set (its precision)
 
     @property
     def minutes(self) -> float:
@@ -130,24 +101,20 @@ class Measured:
 
 
 def measured(precision: str) -> Measured | None:
-    """The figures of FILES[precision]; None where no file backs that precision, or its file is gone."""
+    """The figures of FILES[precision]; None where no file backs that precision, or its file is gone or holds no
+    notebook 02 run that trained."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
     name = FILES[precision]
     if name is None or not (RESULTS_DIR / name).is_file():
         return None
     record = json.loads((RESULTS_DIR / name).read_text())
-    runs = [run for run in record.get("runs", []) if run.get("training", {}).get("sec_per_step")]
-    if not runs:
+    run = next((n for n in record.get("notebooks", []) if n.get("notebook", "").startswith("02")
+                and (n.get("grpo") or {}).get("sec_per_step")), None)
+    if run is None:
         return None
-    kernels = [run["peak_rss_gb"] for run in runs if run.get("peak_rss_gb")]
-    servers = [run["server_peak_rss_gb"] for run in runs if run.get("server_peak_rss_gb")]
-    together = [run["peak_memory_training"]["total_gb"] for run in runs
-                if (run.get("peak_memory_training") or {}).get("total_gb")]
-    speed = record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision)
     return Measured(file=name, date=record.get("date", "date not recorded"), cpu=record.get("cpu", "unrecorded CPU"),
-                    cores=record.get("cores", 0), steps=record["steps"],
-                    sec_per_step=sum(run["training"]["sec_per_step"] for run in runs) / len(runs),
-                    peak_rss_gb=max(kernels) if kernels else None,
-                    server_rss_gb=max(servers) if servers else None, together_gb=max(together) if together else None,
-                    matmul_gflops=speed)
+                    cores=record.get("cores", 0), steps=run["grpo"]["steps"], sec_per_step=run["grpo"]["sec_per_step"],
+                    peak_gb=run.get("peak_kernel_and_servers_gb"),
+                    matmul_gflops=record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision),
+                    parameters=record.get("parameters", {}))

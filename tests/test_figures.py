@@ -729,6 +729,8 @@ CLAIMS += [
     Claim(SIZING_DOC, r"GB in float32, (\d+) s/step on 2 cores", NB02_FP32, e2e("sec_per_step"), 0.5),
     Claim(SIZING_DOC, r"\(30 × ([\d.]+)\)", NB02_FP32, whole_peak, 0.05),
     Claim(SIZING_DOC, r"need ~(\d+) GB of memory \(30", NB02_FP32, lambda d: 30 * whole_peak(d), 1.5),
+    Claim(SIZING_DOC, r"a second float32 run of the same trainer peaked at ([\d.]+) GB",
+          "notebooks-02-precision-float32-speed-2026-12-07.json", whole_peak, 0.05),
     Claim(SIZING_DOC, r"2 cores for the (\d+)\s+minutes of training", NB02_BF16, e2e("train_minutes"), 0.5),
     Claim(SIZING_DOC, r"(\d+) s/step on 2 cores with bfloat16", NB02_BF16, e2e("sec_per_step"), 0.5),
     Claim(GUIDE, r"the row's \d+ minutes: ([\d.]+) minutes on 2 cores", NB02_FP32, e2e("train_minutes"), 0.05),

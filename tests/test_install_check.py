@@ -61,22 +61,22 @@ def machine(**changes) -> install_check.Machine:
     return install_check.Machine(**{**fields, **changes})
 
 
-def result_file(folder, name, *, bf16=True, sec_per_step=(20.0, 22.0), peak=(5.0, 6.0), speed=None, **extra):
-    """A result file shaped like benchmarks/bench_learnability.py's: 36 steps, one run per s/step."""
-    runs = [{"seed": i, "training": {"sec_per_step": s}, "peak_rss_gb": p, **extra}
-            for i, (s, p) in enumerate(zip(sec_per_step, peak))]
-    record = {"date": "2026-12-07T10:00:00+00:00", "cpu": "Test CPU", "cores": 2, "steps": 36, "bf16": bf16,
-              "runs": runs, **({"machine_speed": speed} if speed else {})}
+def result_file(folder, name, *, precision="bfloat16", sec_per_step=21.0, peak=6.0, speed=None):
+    """A result file shaped like benchmarks/bench_notebooks.py's run of notebook 02: 36 steps."""
+    run = {"notebook": "02_traced_grpo_training", "minutes": 20.0, "peak_kernel_and_servers_gb": peak,
+           "grpo": {"steps": 36, "sec_per_step": sec_per_step, "train_minutes": 36 * sec_per_step / 60}}
+    record = {"bench": "notebooks", "date": "2026-12-07T10:00:00+00:00", "cpu": "Test CPU", "cores": 2,
+              "notebooks": [run], "solved": True, "parameters": {"precision": precision},
+              **({"machine_speed": speed} if speed else {})}
     (folder / name).write_text(json.dumps(record))
     return name
 
 
 @pytest.fixture
 def files(tmp_path, monkeypatch):
-    """machine_speed reads result files from tmp_path, and FILES and MEMORY_FILE name none until a test sets them."""
+    """machine_speed reads result files from tmp_path, and FILES names none until a test sets it."""
     monkeypatch.setattr(machine_speed, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(machine_speed, "FILES", {"bfloat16": None, "float32": None})
-    monkeypatch.setattr(machine_speed, "MEMORY_FILE", None)
     return tmp_path
 
 
@@ -93,7 +93,7 @@ def test_without_proc_cpuinfo_the_precision_is_float32_and_says_why():
 
 
 def test_a_file_without_machine_speed_gives_its_own_minutes_and_says_the_speed_here_is_unknown(files):
-    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False)
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", precision="float32")
     ok, text = install_check.notebook_02_minutes(machine(), measure=no_benchmark)
     assert ok and text.startswith("~13 min of training, as measured on 2 cores of a Test CPU (f32.json, 2026-12-07)")
     assert "36 steps x 21.0 s" in text and "speed against that one is unknown" in text, text
@@ -117,7 +117,7 @@ def test_a_record_from_machine_record_scales_minutes_with_a_real_benchmark(files
     record = machine_speed.machine_record()
     assert set(record) == {"matmul_gflops", "threads"} and set(record["matmul_gflops"]) == {"float32", "bfloat16"}
     assert all(gflops > 0 for gflops in record["matmul_gflops"].values()) and record["threads"] >= 1
-    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False, speed=record)
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", precision="float32", speed=record)
     text = install_check.notebook_02_minutes(machine())[1]
     scale = float(text.split(" x ")[2].split()[0])
     assert 0.2 < scale < 5, text
@@ -134,11 +134,10 @@ def test_a_precision_without_a_file_is_not_measured(files):
 @pytest.mark.parametrize(("available_gb", "verdict", "ok"), [(4.0, "will not fit", False), (6.5, "tight", True),
                                                               (12.0, "fits", True)])
 def test_the_memory_verdict_against_the_files_peak(files, available_gb, verdict, ok):
-    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False)  # peaks 5.0 and 6.0 GB
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", precision="float32")  # peak 6.0 GB
     fits, text = install_check.notebook_02_memory(machine(available_gb=available_gb))
-    assert fits is ok and text.startswith(f"{verdict}: {available_gb:.1f} of 16.0 GB available; notebook 02's "
-                                          "training peaked at 6.0 GB in the kernel (f32.json), plus its llama.cpp "
-                                          "server (not measured)"), text
+    assert fits is ok and text.startswith(f"{verdict}: {available_gb:.1f} of 16.0 GB available; notebook 02 peaked "
+                                          "at 6.0 GB resident, kernel and llama.cpp server together (f32.json)"), text
     if verdict == "will not fit":
         assert "instructor's trained run" in text and "hack_steps = 0" in text and "browser tabs" in text
         shown = install_check.hardware_summary(machine(available_gb=available_gb)).data
@@ -147,44 +146,18 @@ def test_the_memory_verdict_against_the_files_peak(files, available_gb, verdict,
         assert "close other programs, kernels and browser tabs" in text
 
 
-def test_the_memory_verdict_counts_a_recorded_server_and_borrows_bfloat16s_peak_for_float32(files):
-    machine_speed.FILES["bfloat16"] = result_file(files, "bf16.json", server_peak_rss_gb=0.75)
-    fits, text = install_check.notebook_02_memory(machine(available_gb=6.5))  # 6.0 + 0.75 GB: does not fit
-    assert not fits and "6.0 GB in the kernel (in bfloat16, bf16.json; float32 not measured), plus its llama.cpp " \
-                        "server (0.8 GB)" in text, text
-    assert install_check.notebook_02_memory(machine(available_gb=6.5, cpuinfo=CPUINFO_BF16))[0] is False
-
-
-def test_the_memory_verdict_reads_the_kernel_and_server_together_where_a_run_recorded_both(files):
-    """bench_learnability's runs record the training process and its server read at the same moments
-    (peak_memory_training); the largest of those is the need, not the sum of two separate peaks."""
-    together = [{"peak_memory_training": {"own_gb": 2.6, "children_gb": 0.4, "total_gb": 2.9}},
-                {"peak_memory_training": {"own_gb": 2.7, "children_gb": 0.4, "total_gb": 3.1}}]
-    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False, server_peak_rss_gb=0.75)
-    record = json.loads((files / "f32.json").read_text())
-    for run, memory in zip(record["runs"], together):
-        run.update(memory)
-    (files / "f32.json").write_text(json.dumps(record))
-    fits, text = install_check.notebook_02_memory(machine(available_gb=4.0))
-    assert fits and text.startswith("tight: 4.0 of 16.0 GB available; notebook 02's training peaked at 3.1 GB "
-                                    "resident with its llama.cpp server (f32.json)"), text
-    assert install_check.notebook_02_memory(machine(available_gb=3.0))[0] is False
-
-
-def test_the_memory_verdict_prefers_the_whole_notebooks_run(files):
-    """benchmarks/bench_notebooks.py's run of notebook 02 (kernel and servers read together, all cells) is the need,
-    whatever the training runs' files say; its parameters are named."""
-    machine_speed.FILES["float32"] = result_file(files, "f32.json", bf16=False)  # 6.0 GB training peak
-    (files / "nb.json").write_text(json.dumps({
-        "date": "2026-12-07", "cpu": "Test CPU", "parameters": {"precision": "float32"},
-        "notebooks": [{"notebook": "02_traced_grpo_training", "peak_kernel_and_servers_gb": 3.2}]}))
-    machine_speed.MEMORY_FILE = "nb.json"
-    fits, text = install_check.notebook_02_memory(machine(available_gb=5.0))
-    assert fits and text == ("fits: 5.0 of 16.0 GB available; notebook 02 peaked at 3.2 GB resident, kernel and "
-                             "llama.cpp server together (nb.json; precision float32)"), text
-    assert install_check.notebook_02_memory(machine(available_gb=3.0))[0] is False
-    machine_speed.MEMORY_FILE = "gone.json"  # named but not there: the training runs' figure again
-    assert "6.0 GB in the kernel" in install_check.notebook_02_memory(machine(available_gb=9.0))[1]
+def test_the_memory_verdict_reads_its_own_precision_and_borrows_the_others_saying_so(files):
+    """Each precision's own peak where its file exists; where not, the other precision's, named as such."""
+    machine_speed.FILES["bfloat16"] = result_file(files, "bf16.json", peak=3.2)
+    fits, text = install_check.notebook_02_memory(machine(available_gb=3.0))  # a float32 laptop, no float32 file
+    assert not fits and "peaked at 3.2 GB resident, kernel and llama.cpp server together (in bfloat16, bf16.json; " \
+                        "float32 not measured)" in text, text
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", precision="float32", peak=2.5)
+    fits, text = install_check.notebook_02_memory(machine(available_gb=3.0))
+    assert fits and "peaked at 2.5 GB resident, kernel and llama.cpp server together (f32.json)" in text, text
+    assert install_check.notebook_02_memory(machine(available_gb=3.0, cpuinfo=CPUINFO_BF16))[0] is False
+    machine_speed.FILES["float32"] = result_file(files, "f32.json", precision="float32", peak=None)  # no peak read
+    assert "(in bfloat16, bf16.json; float32 not measured)" in install_check.notebook_02_memory(machine())[1]
 
 
 def test_no_file_at_all_is_said_not_to_be_measured(files):
@@ -253,24 +226,14 @@ def test_the_files_behind_the_verdict_measured_notebook_02s_defaults():
     cell = next(c for c in json.loads(notebook.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
     defaults = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
                 if isinstance(node, ast.Assign)}
-    assert machine_speed.FILES["bfloat16"], "notebook 02's bfloat16 design has a result file"
+    assert all(machine_speed.FILES.values()), "each precision of notebook 02's defaults has a result file"
     for precision, name in machine_speed.FILES.items():
-        if name is None:
-            continue
         record = json.loads((machine_speed.RESULTS_DIR / name).read_text())
-        assert record.get("precision", "bfloat16" if record["bf16"] else "float32") == precision, name
-        design = {"max_steps": record["steps"], "num_generations": record["num_generations"],
-                  "per_device_train_batch_size": record["prompts_per_step"] * record["num_generations"],
-                  "max_completion_length": record["max_completion_length"], "learning_rate": record["learning_rate"],
-                  "temperature": record["temperature"]}
-        assert design == {key: defaults[key] for key in design}, f"{name} is not notebook 02's defaults"
+        assert record["bench"] == "notebooks" and record["solved"], name
+        assert record["parameters"] == {"precision": precision}, f"{name} is not notebook 02's defaults"
         figures = machine_speed.measured(precision)
-        assert figures.sec_per_step > 0 and figures.peak_rss_gb > 0, name
-    # MEMORY_FILE: notebook 02 run whole, in float32 (the larger peak), its design the defaults but for the steps
-    whole = machine_speed.notebook_memory()
-    assert whole is not None and 0.5 < whole.peak_gb < 8, machine_speed.MEMORY_FILE
-    assert whole.parameters.get("precision") == "float32" and set(whole.parameters) <= {
-        "precision", "max_steps", "hack_steps"}, whole.parameters  # steps leave a step's shape, so the peak, as is
+        assert figures.steps == defaults["max_steps"] and figures.sec_per_step > 0 and 0.5 < figures.peak_gb < 8, name
+        assert figures.matmul_gflops > 0, f"{name} has no matrix-multiply benchmark: notebook 00 could not scale it"
 
 
 # ----------------------------------------------------------------------------- the matrix-multiply benchmark
