@@ -175,7 +175,7 @@ def notebook_02_minutes(machine: Machine | None = None, measure: Callable[[str],
         return True, f"not measured: {NOT_ON_GPU}"
     run = measured(machine.precision)
     if run is None:
-        other = "bfloat16" if machine.precision == "float32" else "float32"
+        other = _other_precision(machine.precision)
         there = measured(other)
         return True, (f"not measured: no result file of notebook 02's defaults in {machine.precision} yet"
                       + (f" (in {other}: ~{there.minutes:.0f} min on {there.source()})" if there else ""))
@@ -198,13 +198,18 @@ def notebook_02_memory(machine: Machine | None = None) -> tuple[bool, str]:
     if machine.backend != "cpu":
         return True, f"not measured: {have}; {NOT_ON_GPU} (notebook 02 shows its GPU memory plan, an estimate)"
     own = measured(machine.precision)
-    other = "bfloat16" if machine.precision == "float32" else "float32"
+    other = _other_precision(machine.precision)
     run = own if own and own.peak_gb else measured(other)  # none in this precision: the other's, said so
     if run is None or run.peak_gb is None:
         return True, f"not measured: {have}; no result file records notebook 02's peak memory"
     where = run.file if run is own else f"in {other}, {run.file}; {machine.precision} not measured"
     return _memory_verdict(machine, run.peak_gb, f"{have}; notebook 02 peaked at {run.peak_gb:.1f} GB resident, "
                                                  f"kernel and llama.cpp server together ({where})")
+
+
+def _other_precision(precision: str) -> str:
+    """The precision whose file stands in where `precision` has none (said so in the verdict)."""
+    return "bfloat16" if precision == "float32" else "float32"
 
 
 def _memory_verdict(machine: Machine, need: float, found: str) -> tuple[bool, str]:

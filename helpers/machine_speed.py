@@ -89,7 +89,6 @@ class Measured:
     sec_per_step: float  # the training's mean (generation, weight sync and update)
     peak_gb: float | None  # the kernel and its llama.cpp servers read together, the whole notebook
     matmul_gflops: float | None  # its machine's benchmark in this precision, where it recorded "machine_speed"
-    parameters: dict  # what the run set (its precision)
 
     @property
     def minutes(self) -> float:
@@ -116,5 +115,4 @@ def measured(precision: str) -> Measured | None:
     return Measured(file=name, date=record.get("date", "date not recorded"), cpu=record.get("cpu", "unrecorded CPU"),
                     cores=record.get("cores", 0), steps=run["grpo"]["steps"], sec_per_step=run["grpo"]["sec_per_step"],
                     peak_gb=run.get("peak_kernel_and_servers_gb"),
-                    matmul_gflops=record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision),
-                    parameters=record.get("parameters", {}))
+                    matmul_gflops=record.get("machine_speed", {}).get("matmul_gflops", {}).get(precision))
